@@ -1,0 +1,12 @@
+"""vllm-platform-template: the reference out-of-tree hardware platform plugin for vLLM.
+
+Entry points (see pyproject.toml): :func:`register` for ``vllm.platform_plugins``
+and :func:`register_general` for ``vllm.general_plugins``. Importing this
+package imports neither vLLM nor torch.
+"""
+
+from vllm_platform_template.platform_plugin.activation import register, register_general
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "register", "register_general"]

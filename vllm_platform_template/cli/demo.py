@@ -1,0 +1,164 @@
+"""``vllm-template demo``: generate text with vLLM on the template platform.
+
+The main job of the project in one command. It needs no arguments: it writes
+the embedded model if missing, starts vLLM's offline engine (``LLM``) on the
+template platform, generates greedily, and reports what ran where. ``--json``
+prints one JSON object (the tests and benchmarks use it); ``--stock`` runs the
+same on stock vLLM with the plugin inactive, for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PROMPTS = ("Hello, my name is", "The capital of France is", "Once upon a time,")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cpu", help="template backend: cpu, cuda (default cpu)")
+    parser.add_argument(
+        "--stock", action="store_true", help="run stock vLLM with the plugin inactive instead"
+    )
+    parser.add_argument("--size", default="tiny", choices=("tiny", "small"), help="embedded model")
+    parser.add_argument("--model-dir", type=Path, help="a model directory instead of the embedded one")
+    parser.add_argument("--prompt", action="append", dest="prompts", help="repeatable")
+    parser.add_argument(
+        "--prompt-token-ids", help="JSON list of token-id lists, instead of text prompts"
+    )
+    parser.add_argument("--max-tokens", type=int, default=24)
+    parser.add_argument("--enforce-eager", action="store_true", help="no compilation, no graphs")
+    parser.add_argument(
+        "--compile-stage", choices=("graph", "fusion_only"), help="template compiler stage"
+    )
+    parser.add_argument("--dtype", default="checkpoint", help="'checkpoint' (default) or a vLLM dtype")
+    parser.add_argument("--kv-cache-mib", type=int, default=256)
+    parser.add_argument("--max-model-len", type=int, default=512)
+    parser.add_argument(
+        "--engine-args", default="{}", help="JSON object of extra vllm.LLM keyword arguments"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def checkpoint_dtype(model_dir: Path) -> str:
+    """The dtype stored in ``config.json``, downgraded to float32 if the CPU lacks bf16.
+
+    vLLM's ``dtype="auto"`` runs float32 checkpoints in bf16/fp16; the demo and
+    the parity tests want the checkpoint's own precision.
+    """
+    config = json.loads((model_dir / "config.json").read_text())
+    dtype = str(config.get("dtype") or config.get("torch_dtype") or "float32")
+    if dtype == "bfloat16":
+        import torch
+
+        if not torch.cpu._is_avx512_bf16_supported() and not torch.cuda.is_available():
+            return "float32"
+    return dtype
+
+
+def build_engine_kwargs(args: argparse.Namespace, model_dir: Path) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "model": str(model_dir),
+        "dtype": checkpoint_dtype(model_dir) if args.dtype == "checkpoint" else args.dtype,
+        "max_model_len": args.max_model_len,
+        "kv_cache_memory_bytes": args.kv_cache_mib << 20,
+        "enforce_eager": args.enforce_eager,
+        "seed": 0,
+    }
+    if args.compile_stage is not None:
+        kwargs["additional_config"] = {"template": {"compile_stage": args.compile_stage}}
+    extra = json.loads(args.engine_args)
+    if not isinstance(extra, dict):
+        raise SystemExit("--engine-args must be a JSON object")
+    for key, value in extra.items():
+        if key == "additional_config" and isinstance(value, dict):
+            merged = dict(kwargs.get("additional_config", {}))
+            for k, v in value.items():
+                merged[k] = {**merged.get(k, {}), **v} if isinstance(v, dict) else v
+            kwargs[key] = merged
+        else:
+            kwargs[key] = value
+    return kwargs
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Generate and return the report (the JSON object of ``--json``)."""
+    from vllm_platform_template.cli.environment import logs_to_stderr, select_device
+    from vllm_platform_template.embedded_model import ensure_model
+
+    select_device(None if args.stock else args.device)
+    if args.json:
+        logs_to_stderr()
+    model_dir = args.model_dir or ensure_model(args.size)
+
+    from vllm import LLM, SamplingParams
+
+    from vllm_platform_template.reporting import engine_report
+
+    engine_kwargs = build_engine_kwargs(args, model_dir)
+    start = time.perf_counter()
+    llm = LLM(**engine_kwargs)
+    init_s = time.perf_counter() - start
+
+    params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True)
+    if args.prompt_token_ids:
+        prompts: list[Any] = [{"prompt_token_ids": ids} for ids in json.loads(args.prompt_token_ids)]
+    else:
+        prompts = list(args.prompts or DEFAULT_PROMPTS)
+    start = time.perf_counter()
+    outputs = llm.generate(prompts, params, use_tqdm=not args.json)
+    generate_s = time.perf_counter() - start
+
+    tokens = [list(out.outputs[0].token_ids) for out in outputs]
+    report = engine_report(llm)
+    num_out = sum(len(t) for t in tokens)
+    return {
+        **report,
+        "stock": bool(args.stock),
+        "model": str(model_dir),
+        "dtype": engine_kwargs["dtype"],
+        "prompts": [p if isinstance(p, str) else p["prompt_token_ids"] for p in prompts],
+        "text": [out.outputs[0].text for out in outputs],
+        "tokens": tokens,
+        "timings": {
+            "init_s": round(init_s, 3),
+            "generate_s": round(generate_s, 4),
+            "output_tokens_per_s": round(num_out / generate_s, 2) if generate_s > 0 else None,
+        },
+    }
+
+
+def print_human(report: dict[str, Any]) -> None:
+    for prompt, text in zip(report["prompts"], report["text"]):
+        print(f"Prompt: {prompt!r}\nOutput: {text!r}\n")
+    print("-- report " + "-" * 50)
+    rows = [
+        ("platform", report["platform"]),
+        ("device", report["device"]),
+        ("compilation", f"{report['compilation_mode']} (backend {report['compile_backend']})"),
+        ("cudagraph mode", report["cudagraph_mode"]),
+        ("attention", ", ".join(report["attention_backends"])),
+    ]
+    for op, entry in report["ir_ops"].items():
+        rows.append((f"ir.{op}", f"{entry.get('selected')}  (priority {entry['priority']})"))
+    if "compile" in report:
+        c = report["compile"]
+        rows.append(("compile stage", f"{c.get('stage')}: {c.get('pieces')} pieces"))
+    t = report["timings"]
+    rows.append(("init", f"{t['init_s']:.1f} s"))
+    rows.append(("generate", f"{t['generate_s']:.3f} s, {t['output_tokens_per_s']} output tokens/s"))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+
+
+def main(args: argparse.Namespace) -> int:
+    report = run(args)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_human(report)
+    return 0

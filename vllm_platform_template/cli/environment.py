@@ -1,0 +1,35 @@
+"""Process environment for commands that start vLLM.
+
+vLLM reads its settings from the environment when it is imported, and passes
+the environment on to the engine and worker processes it spawns; so the
+template's commands decide the platform here, before anything imports vLLM.
+"""
+
+from __future__ import annotations
+
+import os
+
+from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+
+
+class EnvironmentError_(RuntimeError):
+    """The environment would silently run something other than what was asked."""
+
+
+def select_device(device: str | None) -> None:
+    """Make this process and its children use ``device`` (None: stock vLLM)."""
+    if device is None:
+        os.environ.pop(DEVICE_ENV, None)
+        return
+    if os.environ.get("VLLM_TARGET_DEVICE", "").lower() == "cpu":
+        raise EnvironmentError_(
+            "VLLM_TARGET_DEVICE=cpu makes vLLM skip every out-of-tree platform plugin, so the "
+            "template platform would not run. Unset VLLM_TARGET_DEVICE (it is only needed to "
+            "build vLLM from source)."
+        )
+    os.environ[DEVICE_ENV] = device
+
+
+def logs_to_stderr() -> None:
+    """Keep stdout for the command's own output (vLLM logs to stdout by default)."""
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")

@@ -1,0 +1,33 @@
+"""Entry point of the ``vllm-template`` command."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "demo": ("vllm_platform_template.cli.demo", "generate with vLLM on the template platform"),
+    "tiny-model": ("vllm_platform_template.cli.tiny_model", "write the embedded model"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vllm-template", description="vllm-platform-template: reference vLLM platform plugin"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        module.add_arguments(sub.add_parser(name, help=help_text, description=module.__doc__))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    return int(module.main(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Sizes of the embedded Llama-architecture model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """Shape of one embedded model; every field maps onto a ``LlamaConfig`` key."""
+
+    name: str
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    max_position_embeddings: int
+    dtype: str  # the checkpoint dtype written to config.json
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def num_parameters(self) -> int:
+        """Parameter count of the Llama model with these dimensions (untied head)."""
+        h, kv = self.hidden_size, self.num_key_value_heads * self.head_dim
+        attn = 2 * h * h + 2 * h * kv
+        mlp = 3 * h * self.intermediate_size
+        per_layer = attn + mlp + 2 * h
+        return self.num_hidden_layers * per_layer + 2 * self.vocab_size * h + h
+
+
+PRESETS: dict[str, ModelPreset] = {
+    # For tests: two layers, grouped-query attention, fp32 so that stock vLLM,
+    # the plugin and transformers agree token for token.
+    "tiny": ModelPreset(
+        name="tiny",
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=2048,
+        max_position_embeddings=1024,
+        dtype="float32",
+    ),
+    # For benchmarks: about 100M parameters, bf16 checkpoint.
+    "small": ModelPreset(
+        name="small",
+        hidden_size=768,
+        intermediate_size=2048,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        num_key_value_heads=4,
+        vocab_size=16384,
+        max_position_embeddings=2048,
+        dtype="bfloat16",
+    ),
+}

@@ -1,0 +1,1 @@
+"""vLLM IR providers of the template (registration glue; kernels live in ``kernels``)."""

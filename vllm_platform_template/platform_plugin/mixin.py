@@ -1,0 +1,142 @@
+"""What every template platform adds on top of the vLLM platform it extends.
+
+vLLM hooks served here (``vllm/platforms/interface.py``): the compiler
+(``get_compile_backend``), the pass manager (``get_pass_manager_cls``,
+``pass_key``), the IR kernels and their priorities (``import_ir_kernels``,
+``get_default_ir_op_priority``), the graph split at attention
+(``opaque_attention_op``) and the config hooks (``apply_config_platform_defaults``,
+``check_and_update_config``), which delegate every decision to ``policy``.
+
+The concrete platforms combine this mixin with vLLM's own platform class for
+the backend (``CpuPlatform``, ``CudaPlatform``) and report ``PlatformEnum.OOT``,
+which is what a vendor's platform does; see ``cpu.py`` and ``cuda.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from vllm.platforms.interface import PlatformEnum
+
+from vllm_platform_template.log import get_logger
+from vllm_platform_template.platform_plugin import policy
+from vllm_platform_template.platform_plugin.activation import (
+    TemplateActivationError,
+    installed_vllm,
+    vllm_version_problem,
+)
+from vllm_platform_template.platform_plugin.options import TemplateOptions, parse_options
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+logger = get_logger(__name__)
+
+_version_problem = vllm_version_problem(installed_vllm())
+if _version_problem is not None:
+    raise TemplateActivationError(_version_problem)
+
+COMPILER_QUALNAME = "vllm_platform_template.compiler.TemplateCompiler"
+PASS_MANAGER_QUALNAME = "vllm_platform_template.compiler.pass_manager.TemplatePassManager"
+# The pass manager travels to the compiler under its own key, not Inductor's
+# "post_grad_custom_post_pass": the template compiler runs the passes itself,
+# before choosing a stage, so Inductor must not run them a second time.
+TEMPLATE_PASS_KEY = "template_pass_manager"
+
+
+class TemplatePlatformMixin:
+    """Hooks shared by the CPU and CUDA template platforms."""
+
+    _enum = PlatformEnum.OOT
+    template_device: ClassVar[str]
+
+    # --- compilation -----------------------------------------------------
+    @classmethod
+    def get_compile_backend(cls) -> str:
+        """The ``CompilerInterface`` vLLM instantiates under VLLM_COMPILE."""
+        return COMPILER_QUALNAME
+
+    @classmethod
+    def get_pass_manager_cls(cls) -> str:
+        return PASS_MANAGER_QUALNAME
+
+    @property
+    def pass_key(self) -> str:
+        return TEMPLATE_PASS_KEY
+
+    @classmethod
+    def opaque_attention_op(cls) -> bool:
+        """Attention is an opaque ``torch.ops.vllm`` call: the graph is split there."""
+        return True
+
+    # --- config ----------------------------------------------------------
+    @classmethod
+    def template_options(cls, vllm_config: VllmConfig) -> TemplateOptions:
+        return parse_options(vllm_config.additional_config)
+
+    @classmethod
+    def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
+        """Defaults vLLM derives from the mode later: custom ops base, IR torch wrap."""
+        super().apply_config_platform_defaults(vllm_config)  # type: ignore[misc]
+        options = cls.template_options(vllm_config)
+        cc = vllm_config.compilation_config
+        mode = policy.effective_mode(cc.mode, int(vllm_config.optimization_level))
+        if cc.ir_enable_torch_wrap is None:
+            cc.ir_enable_torch_wrap = policy.ir_torch_wrap(mode)
+        if not any(base in cc.custom_ops for base in ("all", "none")):
+            cc.custom_ops.append(policy.default_custom_ops_base(mode, options.compile_stage))
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
+        cc = vllm_config.compilation_config
+        requested_mode = int(cc.mode) if cc.mode is not None else policy.MODE_NONE
+        requested_backend = cc.backend
+        super().check_and_update_config(vllm_config)  # type: ignore[misc]
+        cls._update_worker(vllm_config)
+        cls._update_compilation(vllm_config, requested_mode, requested_backend)
+
+    @classmethod
+    def _update_worker(cls, vllm_config: VllmConfig) -> None:
+        """Point ``parallel_config.worker_cls`` at the platform's worker."""
+
+    @classmethod
+    def _update_compilation(
+        cls, vllm_config: VllmConfig, requested_mode: int, requested_backend: str
+    ) -> None:
+        from vllm.config import CompilationMode
+
+        cc = vllm_config.compilation_config
+        decision = policy.resolve_compilation(
+            requested_mode,
+            requested_backend,
+            cls.get_compile_backend(),
+            lora_enabled=vllm_config.lora_config is not None,
+        )
+        if decision.note:
+            logger.info("template platform: %s", decision.note)
+        cc.mode = CompilationMode(decision.mode)
+        cc.backend = decision.backend
+        cc.ir_enable_torch_wrap = policy.ir_torch_wrap(decision.mode)
+
+        flags = {name: getattr(cc.pass_config, name, None) for name in policy.VLLM_FUSION_FLAGS}
+        for name in policy.enabled_unsupported_fusions(flags):
+            setattr(cc.pass_config, name, False)
+            logger.info(
+                "template platform: pass_config.%s turned off: it is one of vLLM's CUDA/ROCm "
+                "fusion passes, which the template pass manager does not run",
+                name,
+            )
+        if policy.needs_compile_sizes(decision.mode, cc.compile_sizes):
+            cc.compile_sizes = []
+
+    # --- kernels ---------------------------------------------------------
+    @classmethod
+    def import_ir_kernels(cls) -> None:
+        """Import vLLM's IR providers and the template's own (``ir_impls``)."""
+        super().import_ir_kernels()  # type: ignore[misc]
+        import vllm_platform_template.ir_impls  # noqa: F401
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """Identity of the platform for reports (demo, doctor)."""
+        return {"platform": f"{cls.__module__}.{cls.__qualname__}", "device": cls.template_device}

@@ -1,0 +1,26 @@
+"""Per-process registrations, run from the ``vllm.general_plugins`` entry point.
+
+vLLM loads general plugins in every process (front end, engine core, each
+worker) before it builds models; registrations that live in process-global
+registries therefore belong here: the patch registry, the attention backend,
+the eager CustomOps and the IR providers.
+"""
+
+from __future__ import annotations
+
+from vllm_platform_template.log import get_logger
+
+logger = get_logger(__name__)
+
+_registered: set[str] = set()
+
+
+def register_all(device: str) -> None:
+    """Register everything the ``device`` platform needs in this process (idempotent)."""
+    if device in _registered:
+        return
+    _registered.add(device)
+    from vllm_platform_template.platform_plugin.patches import apply_patches
+
+    applied = apply_patches(device)
+    logger.debug("template plugin registered for %s; patches: %s", device, applied)

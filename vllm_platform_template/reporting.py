@@ -1,0 +1,88 @@
+"""What ran where: the report of the demo, the tests and the benchmarks.
+
+vLLM hook: ``LLM.collective_rpc("template_report")`` runs :func:`worker_report`
+inside each template worker (the model lives there, not in the front end), to
+show which attention backend and IR providers served the model and what the
+compiler and the graph wrapper did. For stock vLLM (plugin inactive) only the
+front end's view of the config is reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _attention_backends(worker: Any) -> list[str]:
+    from vllm.model_executor.layers.attention.attention import Attention
+
+    names = set()
+    model = worker.model_runner.get_model()
+    for module in model.modules():
+        if isinstance(module, Attention):
+            names.add(module.attn_backend.get_name())
+    return sorted(names)
+
+
+def _ir_providers(worker: Any) -> dict[str, dict[str, Any]]:
+    """Priority list and the provider dispatch picks for this model's arguments."""
+    import torch
+    from vllm.ir.op import IrOp
+
+    model_config = worker.model_config
+    hidden = model_config.get_hidden_size()
+    dtype = model_config.dtype
+    eps = 1e-5
+    x = torch.zeros(4, hidden, dtype=dtype)
+    weight = torch.ones(hidden, dtype=dtype)
+    sample_args: dict[str, tuple] = {
+        "rms_norm": (x, weight, eps, None),
+        "fused_add_rms_norm": (x, x.clone(), weight, eps, None),
+        "gelu_and_mul_sparse": (torch.zeros(4, 2 * hidden, dtype=dtype), 1.0, "none"),
+    }
+    report: dict[str, dict[str, Any]] = {}
+    for name, op in sorted(IrOp.registry.items()):
+        entry: dict[str, Any] = {"priority": op.get_priority()}
+        if name in sample_args and op.get_priority():
+            entry["selected"] = op.dispatch(*sample_args[name]).provider
+        elif name in sample_args:
+            entry["selected"] = "native"
+        report[name] = entry
+    return report
+
+
+def config_report(vllm_config: Any) -> dict[str, Any]:
+    """Platform and compilation settings as vLLM resolved them."""
+    from vllm.platforms import current_platform
+
+    cc = vllm_config.compilation_config
+    platform_cls = type(current_platform)
+    return {
+        "platform": f"{platform_cls.__module__}.{platform_cls.__qualname__}",
+        "device": current_platform.device_type,
+        "compilation_mode": cc.mode.name if cc.mode is not None else None,
+        "compile_backend": cc.backend,
+        "cudagraph_mode": cc.cudagraph_mode.name if cc.cudagraph_mode is not None else None,
+        "custom_ops": list(cc.custom_ops),
+    }
+
+
+def worker_report(worker: Any) -> dict[str, Any]:
+    """Runs inside a template worker (its ``template_report`` RPC); plain data only."""
+    report = config_report(worker.vllm_config)
+    report["attention_backends"] = _attention_backends(worker)
+    report["ir_ops"] = _ir_providers(worker)
+    stats = getattr(worker, "template_stats", None)
+    if callable(stats):
+        report.update(stats())
+    return report
+
+
+def engine_report(llm: Any) -> dict[str, Any]:
+    """Report for an ``LLM``: from the first worker on the template platform, else the config."""
+    from vllm_platform_template.platform_plugin.activation import is_active
+
+    if is_active():
+        return dict(llm.collective_rpc("template_report")[0])
+    report = config_report(llm.llm_engine.vllm_config)
+    report.update({"attention_backends": [], "ir_ops": {}})
+    return report
