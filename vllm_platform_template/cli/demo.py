@@ -24,7 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stock", action="store_true", help="run stock vLLM with the plugin inactive instead"
     )
     parser.add_argument("--size", default="tiny", choices=("tiny", "small"), help="embedded model")
-    parser.add_argument("--model-dir", type=Path, help="a model directory instead of the embedded one")
+    parser.add_argument(
+        "--model-dir", type=Path, help="a model directory instead of the embedded one"
+    )
     parser.add_argument("--prompt", action="append", dest="prompts", help="repeatable")
     parser.add_argument(
         "--prompt-token-ids", help="JSON list of token-id lists, instead of text prompts"
@@ -34,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compile-stage", choices=("graph", "fusion_only"), help="template compiler stage"
     )
-    parser.add_argument("--dtype", default="checkpoint", help="'checkpoint' (default) or a vLLM dtype")
+    parser.add_argument(
+        "--dtype", default="checkpoint", help="'checkpoint' (default) or a vLLM dtype"
+    )
     parser.add_argument("--kv-cache-mib", type=int, default=256)
     parser.add_argument("--max-model-len", type=int, default=512)
     parser.add_argument(
@@ -105,7 +109,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True)
     if args.prompt_token_ids:
-        prompts: list[Any] = [{"prompt_token_ids": ids} for ids in json.loads(args.prompt_token_ids)]
+        prompts: list[Any] = [
+            {"prompt_token_ids": ids} for ids in json.loads(args.prompt_token_ids)
+        ]
     else:
         prompts = list(args.prompts or DEFAULT_PROMPTS)
     start = time.perf_counter()
@@ -121,6 +127,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": str(model_dir),
         "dtype": engine_kwargs["dtype"],
         "prompts": [p if isinstance(p, str) else p["prompt_token_ids"] for p in prompts],
+        "prompt_token_ids": [list(out.prompt_token_ids or []) for out in outputs],
         "text": [out.outputs[0].text for out in outputs],
         "tokens": tokens,
         "timings": {
@@ -132,7 +139,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_human(report: dict[str, Any]) -> None:
-    for prompt, text in zip(report["prompts"], report["text"]):
+    for prompt, text in zip(report["prompts"], report["text"], strict=False):
         print(f"Prompt: {prompt!r}\nOutput: {text!r}\n")
     print("-- report " + "-" * 50)
     rows = [
@@ -149,7 +156,9 @@ def print_human(report: dict[str, Any]) -> None:
         rows.append(("compile stage", f"{c.get('stage')}: {c.get('pieces')} pieces"))
     t = report["timings"]
     rows.append(("init", f"{t['init_s']:.1f} s"))
-    rows.append(("generate", f"{t['generate_s']:.3f} s, {t['output_tokens_per_s']} output tokens/s"))
+    rows.append(
+        ("generate", f"{t['generate_s']:.3f} s, {t['output_tokens_per_s']} output tokens/s")
+    )
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")

@@ -7,4 +7,11 @@ tests and the benchmarks use a model the project generates itself.
 from .presets import PRESETS, ModelPreset
 from .writer import default_cache_dir, ensure_model, is_complete, write_model
 
-__all__ = ["PRESETS", "ModelPreset", "default_cache_dir", "ensure_model", "is_complete", "write_model"]
+__all__ = [
+    "PRESETS",
+    "ModelPreset",
+    "default_cache_dir",
+    "ensure_model",
+    "is_complete",
+    "write_model",
+]

@@ -57,11 +57,13 @@ def _stamp(preset: ModelPreset) -> dict:
 
 
 def default_cache_dir() -> Path:
-    """Where embedded models live: ``$VLLM_TEMPLATE_CACHE`` or ``~/.cache/vllm-platform-template``."""
+    """The model cache: ``$VLLM_TEMPLATE_CACHE`` or ``~/.cache/vllm-platform-template``."""
     root = os.environ.get("VLLM_TEMPLATE_CACHE")
     if root:
         return Path(root).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "vllm-platform-template"
+    return (
+        Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "vllm-platform-template"
+    )
 
 
 def write_model(size: str, out_dir: Path) -> Path:
@@ -93,7 +95,9 @@ def write_model(size: str, out_dir: Path) -> Path:
             "do_sample": False,
         }
         (tmp / "generation_config.json").write_text(json.dumps(generation_config, indent=2) + "\n")
-        save_file(make_state_dict(preset), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        save_file(
+            make_state_dict(preset), str(tmp / "model.safetensors"), metadata={"format": "pt"}
+        )
         (tmp / STAMP_FILE).write_text(json.dumps(_stamp(preset), indent=2) + "\n")
         if out_dir.exists():
             shutil.rmtree(out_dir)

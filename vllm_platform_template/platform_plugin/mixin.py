@@ -78,13 +78,13 @@ class TemplatePlatformMixin:
     def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
         """Defaults vLLM derives from the mode later: custom ops base, IR torch wrap."""
         super().apply_config_platform_defaults(vllm_config)  # type: ignore[misc]
-        options = cls.template_options(vllm_config)
+        cls.template_options(vllm_config)  # fail early on bad options
         cc = vllm_config.compilation_config
         mode = policy.effective_mode(cc.mode, int(vllm_config.optimization_level))
         if cc.ir_enable_torch_wrap is None:
             cc.ir_enable_torch_wrap = policy.ir_torch_wrap(mode)
         if not any(base in cc.custom_ops for base in ("all", "none")):
-            cc.custom_ops.append(policy.default_custom_ops_base(mode, options.compile_stage))
+            cc.custom_ops.append(policy.default_custom_ops_base(mode))
 
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
@@ -128,6 +128,31 @@ class TemplatePlatformMixin:
             )
         if policy.needs_compile_sizes(decision.mode, cc.compile_sizes):
             cc.compile_sizes = []
+        if (
+            decision.mode == policy.MODE_VLLM_COMPILE
+            and decision.backend == cls.get_compile_backend()
+        ):
+            cls._key_compile_cache(vllm_config)
+
+    @classmethod
+    def _key_compile_cache(cls, vllm_config: VllmConfig) -> None:
+        """Put stage, plugin version and pass sources into vLLM's config hash.
+
+        vLLM's AOT compile cache is keyed on ``vllm_config.compute_hash()``
+        only; without this a graph-stage run would load pieces cached by a
+        fusion-only run. ``additional_config`` is part of that hash.
+        """
+        from vllm_platform_template.compiler.cache_key import (
+            ADDITIONAL_CONFIG_KEY,
+            compile_cache_key,
+        )
+
+        if not isinstance(vllm_config.additional_config, dict):
+            raise ValueError(
+                "the template platform needs additional_config to be a dict (JSON object)"
+            )
+        stage = cls.template_options(vllm_config).compile_stage
+        vllm_config.additional_config[ADDITIONAL_CONFIG_KEY] = compile_cache_key(stage)
 
     # --- kernels ---------------------------------------------------------
     @classmethod

@@ -45,17 +45,16 @@ def effective_mode(mode: int | None, optimization_level: int) -> int:
     return MODE_VLLM_COMPILE if optimization_level > 0 else MODE_NONE
 
 
-def default_custom_ops_base(mode: int, compile_stage: str) -> str:
+def default_custom_ops_base(mode: int) -> str:
     """``"all"`` or ``"none"``: whether vLLM CustomOps dispatch to ``forward_oot``.
 
-    Under graph compilation the layers stay in plain torch (``"none"``) so the
-    fusion passes and Inductor see and fuse them. Without code generation -
-    eager mode, or the fusion-only stage that runs FX graphs op by op - every
-    CustomOp goes to the device kernels of its ``forward_oot`` (``"all"``).
+    Under VLLM_COMPILE (both stages) the layers stay in plain torch (``"none"``)
+    so that the template's fusion passes see the patterns and replace them with
+    device kernels, and Inductor (graph stage) fuses the rest. In eager mode no
+    pass runs, so every CustomOp goes to the device kernels of its
+    ``forward_oot`` (``"all"``).
     """
-    if mode == MODE_VLLM_COMPILE and compile_stage == "graph":
-        return "none"
-    return "all"
+    return "none" if mode == MODE_VLLM_COMPILE else "all"
 
 
 def ir_torch_wrap(mode: int) -> bool:
@@ -121,3 +120,18 @@ def needs_compile_sizes(mode: int, compile_sizes: Iterable[int] | None) -> bool:
     2048 out of considered ranges``).
     """
     return mode == MODE_VLLM_COMPILE and compile_sizes is None
+
+
+# Fusion passes of the template compiler, by stage (names of TemplatePassManager's
+# passes). The SiLU-and-multiply fusion runs only without code generation: under
+# Inductor the same three ops already become one generated loop, and an opaque
+# kernel call would block Inductor from fusing it with its neighbours.
+FUSION_PASSES: dict[str, tuple[str, ...]] = {
+    "fusion_only": ("add_rms_norm", "silu_and_mul"),
+    "graph": ("add_rms_norm",),
+}
+
+
+def fusion_passes(stage: str) -> tuple[str, ...]:
+    """The template fusion passes that run in ``stage``."""
+    return FUSION_PASSES[stage]

@@ -27,3 +27,9 @@ class TemplateCPUWorker(CPUWorker):
         from vllm_platform_template.reporting import worker_report
 
         return worker_report(self)
+
+    def template_stats(self) -> dict[str, Any]:
+        """Compiler statistics of this worker (empty when nothing was compiled)."""
+        from vllm_platform_template.compiler.stats import snapshot
+
+        return {"compile": snapshot()}

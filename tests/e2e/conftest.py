@@ -1,0 +1,95 @@
+"""Engine runs shared by the end-to-end tests.
+
+Each run is one ``vllm-template demo --json`` subprocess (a fresh vLLM engine,
+tens of seconds on a 2-core machine). :class:`EngineRuns` memoises runs by
+their arguments for the whole session, so tests in different modules that need
+the same engine share one start. Stock vLLM runs are the same command with
+``--stock`` (plugin inactive), also in a separate process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_platform_template.embedded_model import ensure_model
+from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+
+RUN_TIMEOUT_S = 900
+
+
+class EngineRunError(AssertionError):
+    pass
+
+
+class EngineRuns:
+    """Runs ``vllm-template demo --json`` once per distinct argument list."""
+
+    def __init__(self, cache_root: Path) -> None:
+        self.cache_root = cache_root
+        self._results: dict[tuple, dict[str, Any]] = {}
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, cache_root: Path | None = None
+    ) -> dict[str, Any]:
+        key = (args, tuple(sorted((env or {}).items())), str(cache_root))
+        if key not in self._results:
+            self._results[key] = self._run(list(args), env or {}, cache_root or self.cache_root)
+        return self._results[key]
+
+    def _run(self, args: list[str], env_overrides: dict[str, str], cache_root: Path) -> dict:
+        env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
+        env["VLLM_CACHE_ROOT"] = str(cache_root)
+        env.update(env_overrides)
+        cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", "--json", *args]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        if proc.returncode != 0:
+            raise EngineRunError(
+                f"{' '.join(cmd)} exited with {proc.returncode}\n--- stderr (tail) ---\n"
+                + proc.stderr[-6000:]
+            )
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        report["_stderr"] = proc.stderr
+        return report
+
+
+@pytest.fixture(scope="session")
+def engine_runs(tmp_path_factory: pytest.TempPathFactory) -> EngineRuns:
+    return EngineRuns(tmp_path_factory.mktemp("vllm-cache"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    return ensure_model("tiny")
+
+
+@pytest.fixture(scope="session")
+def hf_greedy(tiny_model_dir: Path):
+    """Greedy continuation of token-id prompts by Hugging Face transformers (fp32)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    model.eval()
+
+    def generate(prompt_token_ids: list[list[int]], max_tokens: int) -> list[list[int]]:
+        results = []
+        for ids in prompt_token_ids:
+            with torch.no_grad():
+                out = model.generate(
+                    torch.tensor([ids]),
+                    max_new_tokens=max_tokens,
+                    min_new_tokens=max_tokens,
+                    do_sample=False,
+                    pad_token_id=model.config.eos_token_id,
+                )
+            results.append(out[0, len(ids) :].tolist())
+        return results
+
+    return generate

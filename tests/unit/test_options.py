@@ -1,0 +1,34 @@
+"""The plugin's additional_config options."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_platform_template.platform_plugin.options import TemplateOptions, parse_options
+
+
+def test_defaults() -> None:
+    assert parse_options({}) == TemplateOptions()
+    assert parse_options(None) == TemplateOptions()
+    assert parse_options({"other_plugin": {"x": 1}}) == TemplateOptions()
+
+
+def test_values() -> None:
+    options = parse_options({"template": {"compile_stage": "fusion_only", "model_impl": "fused"}})
+    assert options.compile_stage == "fusion_only"
+    assert options.model_impl == "fused"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"template": {"compile_stage": "jit"}}, "compile_stage must be one of"),
+        ({"template": {"model_impl": "hf"}}, "model_impl must be one of"),
+        ({"template": {"stage": "graph"}}, "unknown template option"),
+        ({"template": "graph"}, "must be a JSON object"),
+        ({"template": {"graph_debug": "yes"}}, "graph_debug must be true or false"),
+    ],
+)
+def test_bad_values_say_what_to_fix(raw: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_options(raw)

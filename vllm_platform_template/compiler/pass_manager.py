@@ -1,0 +1,134 @@
+"""The template's pass manager: fusion passes, then vLLM IR lowering.
+
+vLLM hooks: ``Platform.get_pass_manager_cls`` names this class; vLLM builds it
+in ``VllmBackend``, calls ``configure(vllm_config)``, merges any user pass
+registered under the platform's ``pass_key`` with ``add``, and hands it to the
+compiler in ``compiler_config[pass_key]``. The template compiler runs it on
+the post-AOTAutograd graph of every piece, in both stages.
+
+Order of a run (mirrors vLLM's ``PostGradPassManager`` so vLLM's own utility
+passes keep their contracts):
+
+1. ``NoOpEliminationPass`` (vLLM; if ``pass_config.eliminate_noops``)
+2. the template fusion passes of the stage (``policy.fusion_passes``)
+3. passes added with ``add`` (user passes, fault injection in tests)
+4. ``PostCleanupPass``, ``VllmIRLoweringPass`` (IR ops -> providers by
+   priority, decided per piece and compile range), ``UnsafeCloneEliminationPass``,
+   ``PostCleanupPass``, ``FixFunctionalizationPass`` (vLLM's).
+
+vLLM runs its IR lowering only inside Inductor's post-grad hook; running it
+here is what lets the fusion-only stage lower IR ops without Inductor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections import Counter
+from typing import Any
+
+from torch import fx
+from torch._inductor.custom_graph_pass import CustomGraphPass
+from vllm.compilation.passes.inductor_pass import InductorPass, get_pass_context
+from vllm.compilation.passes.ir.clone_elimination import UnsafeCloneEliminationPass
+from vllm.compilation.passes.ir.lowering_pass import VllmIRLoweringPass
+from vllm.compilation.passes.utility.fix_functionalization import FixFunctionalizationPass
+from vllm.compilation.passes.utility.noop_elimination import NoOpEliminationPass
+from vllm.compilation.passes.utility.post_cleanup import PostCleanupPass
+from vllm.config import VllmConfig, set_current_vllm_config
+
+import vllm_platform_template
+from vllm_platform_template.compiler.passes.add_rms_norm import AddRMSNormFusionPass
+from vllm_platform_template.compiler.passes.silu_and_mul import SiluAndMulFusionPass
+from vllm_platform_template.platform_plugin.options import parse_options
+from vllm_platform_template.platform_plugin.policy import fusion_passes
+
+FUSION_PASS_CLASSES: dict[str, type] = {
+    "add_rms_norm": AddRMSNormFusionPass,
+    "silu_and_mul": SiluAndMulFusionPass,
+}
+
+
+def _source_hash(*objects: Any) -> str:
+    digest = hashlib.sha256()
+    for obj in objects:
+        digest.update(inspect.getsource(obj).encode())
+    return digest.hexdigest()[:16]
+
+
+def passes_fingerprint(stage: str) -> str:
+    """Plugin version, stage, pass list and pass sources: what changes compiled output."""
+    names = fusion_passes(stage)
+    classes = [FUSION_PASS_CLASSES[name] for name in names]
+    import vllm_platform_template.compiler.pass_manager as this_module
+
+    parts = [vllm_platform_template.__version__, stage, ",".join(names)]
+    parts.append(_source_hash(this_module, *[inspect.getmodule(c) for c in classes]))
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+class TemplatePassManager(CustomGraphPass):  # type: ignore[misc]
+    """Runs the template's passes on one piece; an Inductor ``CustomGraphPass``."""
+
+    def __init__(self) -> None:
+        self.passes: list[InductorPass] = []
+        self.user_passes: list[InductorPass] = []
+        self.stage = "graph"
+        self.last_lowering: dict[str, dict[str, str]] = {}
+        self.match_counts: Counter[str] = Counter()
+
+    def configure(self, config: VllmConfig) -> None:
+        self.stage = parse_options(config.additional_config).compile_stage
+        self.pass_config = config.compilation_config.pass_config
+        with set_current_vllm_config(config, check_compile=False):
+            self.noop_elimination = (
+                NoOpEliminationPass(config) if self.pass_config.eliminate_noops else None
+            )
+            self.passes = [FUSION_PASS_CLASSES[name](config) for name in fusion_passes(self.stage)]
+            self.post_cleanup = PostCleanupPass(config)
+            self.ir_lowering = VllmIRLoweringPass(config)
+            self.clone_elimination = UnsafeCloneEliminationPass(config)
+            self.fix_functionalization = FixFunctionalizationPass(config)
+
+    def add(self, pass_: InductorPass) -> None:
+        assert isinstance(pass_, InductorPass), pass_
+        self.user_passes.append(pass_)
+
+    def __call__(self, graph: fx.Graph) -> None:
+        compile_range = get_pass_context().compile_range
+        if self.noop_elimination is not None:
+            self.noop_elimination(graph)
+        for pass_ in [*self.passes, *self.user_passes]:
+            if pass_.is_applicable_for_range(compile_range):
+                pass_(graph)
+                self.match_counts[type(pass_).__name__] += getattr(pass_, "matched_count", 0)
+        self.post_cleanup(graph)
+        self.ir_lowering(graph)
+        self.last_lowering = {
+            op: dict(nodes) for op, nodes in self.ir_lowering.selected_impls.items()
+        }
+        self.clone_elimination(graph)
+        self.post_cleanup(graph)
+        self.fix_functionalization(graph)
+
+    def uuid(self) -> str:
+        """Inductor/AOTAutograd cache key part: stage, passes and their sources,
+        IR priorities and provider sources, pass config and compile range."""
+        state = {
+            "fingerprint": passes_fingerprint(self.stage),
+            "pass_config": self.pass_config.compute_hash(),
+            "user_passes": [p.uuid() for p in self.user_passes],
+            "ir_lowering": self.ir_lowering.uuid(),
+            "vllm_passes": [
+                p.uuid()
+                for p in (
+                    self.noop_elimination,
+                    self.post_cleanup,
+                    self.clone_elimination,
+                    self.fix_functionalization,
+                )
+                if p is not None
+            ],
+            "compile_range": str(get_pass_context().compile_range),
+        }
+        return InductorPass.hash_dict(state)

@@ -1,0 +1,47 @@
+"""What the template compiler did in this process, for reports and tests.
+
+The compiler runs inside the worker; ``TemplateCPUWorker.template_stats``
+returns :func:`snapshot` through ``LLM.collective_rpc``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CompileStats:
+    stage: str | None = None
+    compiled_pieces: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    fallbacks: list[str] = field(default_factory=list)
+    fusion_matches: dict[str, int] = field(default_factory=dict)
+    lowering: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add_time(self, stage: str, seconds: float) -> None:
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + seconds, 4)
+
+
+STATS = CompileStats()
+
+
+def snapshot() -> dict[str, Any]:
+    """Plain-data view including vLLM's cache counters (AOT artifacts loaded = warm start)."""
+    from vllm.compilation.counter import compilation_counter as c
+
+    return {
+        "stage": STATS.stage,
+        "pieces": len(STATS.compiled_pieces),
+        "compiled": list(STATS.compiled_pieces),
+        "seconds": dict(STATS.seconds),
+        "fallbacks": list(STATS.fallbacks),
+        "fusion_matches": dict(STATS.fusion_matches),
+        "lowering": {op: dict(v) for op, v in STATS.lowering.items()},
+        "cache": {
+            "aot_artifacts_loaded": c.num_aot_artifacts_loaded,
+            "aot_artifacts_saved": c.num_aot_artifacts_saved,
+            "compiled_artifacts_loaded": c.num_compiled_artifacts_loaded,
+            "backend_compilations": c.num_backend_compilations,
+        },
+    }

@@ -1,0 +1,106 @@
+"""Kernels of the CPU reference backend.
+
+vLLM's CPU build ships vectorised C++ kernels (``torch.ops._C.rms_norm``,
+``fused_add_rms_norm``, ``silu_and_mul``, ``rotary_embedding``) once a process
+has loaded ``vllm._C`` (vLLM's platform does so in every worker through
+``Platform.import_kernels``). This module uses them when they are loaded and
+otherwise falls back to vectorised torch with the same semantics, so it imports
+and runs without vLLM. A vendor replaces these bodies with calls into its own
+kernel library.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+_FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def vllm_cpu_op(name: str):
+    """``torch.ops._C.<name>`` if vLLM's CPU kernels are loaded, else None."""
+    namespace = torch.ops._C
+    try:
+        return getattr(namespace, name) if hasattr(namespace, name) else None
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def supports_rows(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
+    """Layout the C++ row kernels need: CPU, float, last dim contiguous, weight like x."""
+    return (
+        x.device.type == "cpu"
+        and x.dtype in _FLOAT_DTYPES
+        and x.dim() >= 1
+        and x.shape[-1] > 0
+        and x.stride(-1) == 1
+        and (weight is None or (weight.dtype == x.dtype and weight.shape == x.shape[-1:]))
+    )
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> torch.Tensor:
+    """RMSNorm over the last dimension (vLLM IR ``rms_norm`` without ``variance_size``)."""
+    op = vllm_cpu_op("rms_norm")
+    if op is not None and x.is_contiguous():
+        out = torch.empty_like(x)
+        op(out, x, weight, epsilon)
+        return out
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + epsilon)
+    if weight is not None:
+        return (y.to(weight.dtype) * weight).to(x.dtype)
+    return y.to(x.dtype)
+
+
+def fused_add_rms_norm_(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """In place: ``residual += x``; ``x = rms_norm(residual) * weight``. Returns (x, residual)."""
+    op = vllm_cpu_op("fused_add_rms_norm")
+    if op is not None and x.is_contiguous() and residual.is_contiguous():
+        op(x, residual, weight, epsilon)
+        return x, residual
+    summed = x.float() + residual.float()
+    residual.copy_(summed)
+    y = summed * torch.rsqrt(summed.pow(2).mean(-1, keepdim=True) + epsilon)
+    x.copy_((y.to(weight.dtype) * weight) if weight is not None else y)
+    return x, residual
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """``silu(x[..., :d]) * x[..., d:]``; vLLM's kernel when loaded, else torch."""
+    d = x.shape[-1] // 2
+    op = vllm_cpu_op("silu_and_mul")
+    if op is not None and x.is_contiguous() and x.dtype in _FLOAT_DTYPES and x.numel() > 0:
+        out = torch.empty((*x.shape[:-1], d), dtype=x.dtype, device=x.device)
+        op(out, x)
+        return out
+    return F.silu(x[..., :d]) * x[..., d:]
+
+
+def gelu_and_mul_sparse(x: torch.Tensor, std_multiplier: float, approximate: str) -> torch.Tensor:
+    """Gaussian-sparsified GELU and multiply; one pass over the gate half.
+
+    Same math as the native op, with the mean and standard deviation from one
+    fused ``torch.std_mean`` reduction instead of two passes.
+    """
+    d = x.shape[-1] // 2
+    gate = x[..., :d]
+    std, mean = torch.std_mean(gate, dim=-1, keepdim=True, correction=0)
+    sparse_gate = F.relu(gate - (mean + std * std_multiplier))
+    return F.gelu(sparse_gate, approximate=approximate) * x[..., d:]
+
+
+def rotary_embedding_(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor | None,
+    head_size: int,
+    cos_sin_cache: torch.Tensor,
+    is_neox_style: bool,
+) -> None:
+    """Rotate ``query``/``key`` in place (vLLM's kernel), or raise if it is not loaded."""
+    op = vllm_cpu_op("rotary_embedding")
+    if op is None:
+        raise RuntimeError("vLLM's CPU rotary_embedding kernel is not loaded")
+    op(positions, query, key, head_size, cos_sin_cache, is_neox_style)
