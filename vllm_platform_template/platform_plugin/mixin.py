@@ -29,6 +29,7 @@ from vllm_platform_template.platform_plugin.options import TemplateOptions, pars
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
+    from vllm.config.kernel import IrOpPriorityConfig
 
 logger = get_logger(__name__)
 
@@ -42,6 +43,7 @@ PASS_MANAGER_QUALNAME = "vllm_platform_template.compiler.pass_manager.TemplatePa
 # "post_grad_custom_post_pass": the template compiler runs the passes itself,
 # before choosing a stage, so Inductor must not run them a second time.
 TEMPLATE_PASS_KEY = "template_pass_manager"
+GRAPH_WRAPPER_QUALNAME = "vllm_platform_template.graph_wrapper.wrapper.TemplateGraphWrapper"
 
 
 class TemplatePlatformMixin:
@@ -65,6 +67,15 @@ class TemplatePlatformMixin:
         return TEMPLATE_PASS_KEY
 
     @classmethod
+    def support_static_graph_mode(cls) -> bool:
+        """The compiled pieces run as static graphs (``graph_wrapper``)."""
+        return True
+
+    @classmethod
+    def get_static_graph_wrapper_cls(cls) -> str:
+        return GRAPH_WRAPPER_QUALNAME
+
+    @classmethod
     def opaque_attention_op(cls) -> bool:
         """Attention is an opaque ``torch.ops.vllm`` call: the graph is split there."""
         return True
@@ -85,15 +96,30 @@ class TemplatePlatformMixin:
             cc.ir_enable_torch_wrap = policy.ir_torch_wrap(mode)
         if not any(base in cc.custom_ops for base in ("all", "none")):
             cc.custom_ops.append(policy.default_custom_ops_base(mode))
+        cls._apply_graph_defaults(vllm_config, mode)
+
+    @classmethod
+    def _apply_graph_defaults(cls, vllm_config: VllmConfig, mode: int) -> None:
+        """Default graph sizes, set before vLLM derives capture sizes from them."""
+        cc = vllm_config.compilation_config
+        if cc.cudagraph_capture_sizes is None and cc.max_cudagraph_capture_size is None:
+            cc.max_cudagraph_capture_size = policy.default_max_capture_size(
+                cls.template_device,
+                vllm_config.scheduler_config.max_num_seqs,
+                vllm_config.uniform_decode_query_len,
+            )
 
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
         cc = vllm_config.compilation_config
         requested_mode = int(cc.mode) if cc.mode is not None else policy.MODE_NONE
         requested_backend = cc.backend
+        capture_sizes = list(cc.cudagraph_capture_sizes or [])
         super().check_and_update_config(vllm_config)  # type: ignore[misc]
         cls._update_worker(vllm_config)
         cls._update_compilation(vllm_config, requested_mode, requested_backend)
+        cls._update_graphs(vllm_config, capture_sizes)
+        cls._check_ir_op_priority(vllm_config)
 
     @classmethod
     def _update_worker(cls, vllm_config: VllmConfig) -> None:
@@ -135,6 +161,40 @@ class TemplatePlatformMixin:
             cls._key_compile_cache(vllm_config)
 
     @classmethod
+    def _update_graphs(cls, vllm_config: VllmConfig, capture_sizes: list[int]) -> None:
+        """Keep PIECEWISE graphs with the sizes vLLM derived (the base platform may clear them)."""
+        from vllm.config import CUDAGraphMode
+
+        cc = vllm_config.compilation_config
+        enforce_eager = (
+            vllm_config.model_config is not None and vllm_config.model_config.enforce_eager
+        )
+        requested = cc.cudagraph_mode is not None and cc.cudagraph_mode.has_piecewise_cudagraphs()
+        if not (capture_sizes and policy.graphs_enabled(int(cc.mode), enforce_eager, requested)):
+            cc.cudagraph_mode = CUDAGraphMode.NONE
+            cc.cudagraph_capture_sizes = []
+            cc.max_cudagraph_capture_size = 0
+            return
+        if cc.cudagraph_mode != CUDAGraphMode.PIECEWISE and cls._piecewise_graphs_only():
+            logger.info(
+                "template platform: cudagraph_mode %s -> PIECEWISE (the %s backend captures "
+                "piecewise graphs only)",
+                cc.cudagraph_mode.name,
+                cls.template_device,
+            )
+            cc.cudagraph_mode = CUDAGraphMode.PIECEWISE
+        cc.cudagraph_capture_sizes = sorted(set(capture_sizes))
+        cc.max_cudagraph_capture_size = cc.cudagraph_capture_sizes[-1]
+        problems = policy.capture_size_problems(cc.cudagraph_capture_sizes, cc.compile_sizes or [])
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @classmethod
+    def _piecewise_graphs_only(cls) -> bool:
+        """True when the device has no FULL graph path (vLLM's FULL wrapper is CUDA-only)."""
+        return True
+
+    @classmethod
     def _key_compile_cache(cls, vllm_config: VllmConfig) -> None:
         """Put stage, plugin version and pass sources into vLLM's config hash.
 
@@ -160,6 +220,30 @@ class TemplatePlatformMixin:
         """Import vLLM's IR providers and the template's own (``ir_impls``)."""
         super().import_ir_kernels()  # type: ignore[misc]
         import vllm_platform_template.ir_impls  # noqa: F401
+
+    @classmethod
+    def get_default_ir_op_priority(cls, vllm_config: VllmConfig) -> IrOpPriorityConfig:
+        """Device kernels first, except where Inductor codegen beats them (``policy``)."""
+        from vllm.config.kernel import IrOpPriorityConfig
+
+        cc = vllm_config.compilation_config
+        mode = int(cc.mode) if cc.mode is not None else policy.MODE_NONE
+        stage = cls.template_options(vllm_config).compile_stage
+        return IrOpPriorityConfig(**policy.default_ir_op_priority(cls.template_device, mode, stage))
+
+    @classmethod
+    def _check_ir_op_priority(cls, vllm_config: VllmConfig) -> None:
+        """Reject unknown provider names with the list of registered ones."""
+        from dataclasses import asdict
+
+        from vllm.ir.op import IrOp
+
+        cls.import_ir_kernels()
+        priorities = asdict(vllm_config.kernel_config.ir_op_priority)
+        registered = {name: list(op.impls) for name, op in IrOp.registry.items()}
+        problems = policy.unknown_providers(priorities, registered)
+        if problems:
+            raise ValueError("; ".join(problems) + " (set with --ir-op-priority.<op>=...)")
 
     @classmethod
     def describe(cls) -> dict[str, Any]:

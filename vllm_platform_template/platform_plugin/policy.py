@@ -135,3 +135,87 @@ FUSION_PASSES: dict[str, tuple[str, ...]] = {
 def fusion_passes(stage: str) -> tuple[str, ...]:
     """The template fusion passes that run in ``stage``."""
     return FUSION_PASSES[stage]
+
+
+# Default vLLM IR provider priorities, per device and compilation regime. Each
+# choice is backed by `vllm-template bench-ops` on the reference machines; the
+# figures are in docs/performance.md ("IR provider priorities").
+IR_OPS = ("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse")
+DEVICE_PROVIDER = {"cpu": "template_cpu", "cuda": "template_triton", "xpu": "template_ipex"}
+# Ops whose native form, code-generated and fused by Inductor, beat the device
+# kernel in the graph stage (measured per device).
+NATIVE_UNDER_INDUCTOR: dict[str, tuple[str, ...]] = {
+    # CPU: vLLM's C++ RMSNorm kernels beat Inductor's generated code at every
+    # measured shape; the sparse GELU reduction is faster fused by Inductor.
+    "cpu": ("gelu_and_mul_sparse",),
+    # CUDA: Inductor's generated kernels sit close to copy bandwidth for all three.
+    "cuda": ("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
+    "xpu": IR_OPS,
+}
+
+
+def default_ir_op_priority(device: str, mode: int, compile_stage: str) -> dict[str, list[str]]:
+    """Provider priority per IR op: device kernels first unless Inductor codegen wins.
+
+    In eager mode and in the fusion-only stage nothing generates code, so the
+    device kernel always goes first. In the graph stage an op stays native when
+    Inductor's fusion beats the kernel on this device. ``native`` always ends
+    the list so every call has a provider.
+    """
+    provider = DEVICE_PROVIDER[device]
+    graph_codegen = mode == MODE_VLLM_COMPILE and compile_stage == "graph"
+    priorities = {}
+    for op in IR_OPS:
+        keep_native = graph_codegen and op in NATIVE_UNDER_INDUCTOR[device]
+        priorities[op] = ["native"] if keep_native else [provider, "native"]
+    return priorities
+
+
+def unknown_providers(
+    priorities: Mapping[str, Iterable[str] | None], registered: Mapping[str, Iterable[str]]
+) -> list[str]:
+    """Messages for provider names in ``priorities`` that are not registered."""
+    problems = []
+    for op, names in priorities.items():
+        known = sorted(registered.get(op, ()))
+        for name in names or ():
+            if name not in known:
+                problems.append(
+                    f"unknown provider {name!r} for vLLM IR op {op!r}; registered providers: "
+                    f"{', '.join(known)}"
+                )
+    return problems
+
+
+# Piecewise graphs. The CPU emulation saves no launch time, so its default
+# sizes stay few and small (capture cost at start-up, coverage of vLLM's padding
+# and dispatch for decode batches); a device with real graphs uses vLLM's defaults.
+CPU_MAX_CAPTURE_SIZE = 16
+
+
+def default_max_capture_size(device: str, max_num_seqs: int, decode_query_len: int) -> int | None:
+    """Largest graph size when the user set neither sizes nor a maximum (None: vLLM's)."""
+    if device == "cpu":
+        return max(1, min(CPU_MAX_CAPTURE_SIZE, 2 * max_num_seqs * decode_query_len))
+    return None
+
+
+def graphs_enabled(mode: int, enforce_eager: bool, requested_piecewise: bool) -> bool:
+    """Piecewise graphs need VLLM_COMPILE (the split pieces) and no enforce_eager."""
+    return mode == MODE_VLLM_COMPILE and not enforce_eager and requested_piecewise
+
+
+def capture_size_problems(capture_sizes: Iterable[int], compile_sizes: Iterable[int]) -> list[str]:
+    """Compile sizes that vLLM would pad to another graph size (it rejects those later)."""
+    sizes = sorted(set(capture_sizes))
+    if not sizes:
+        return []
+    problems = []
+    for size in compile_sizes:
+        if size <= sizes[-1] and size not in sizes:
+            padded = next(s for s in sizes if s >= size)
+            problems.append(
+                f"compile size {size} is not a graph capture size (it would be padded to "
+                f"{padded}); add it to cudagraph_capture_sizes or remove it from compile_sizes"
+            )
+    return problems

@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from vllm.v1.worker.cpu_worker import CPUWorker
+from vllm.v1.worker.worker_base import CompilationTimes
 
 
 class TemplateCPUWorker(CPUWorker):
@@ -22,6 +23,16 @@ class TemplateCPUWorker(CPUWorker):
         # not available on platform ...").
         return nullcontext()
 
+    def compile_or_warm_up_model(self) -> CompilationTimes:
+        # vLLM's CPUWorker never captures graphs; the template platform runs the
+        # compiled pieces as (emulated) static graphs, captured here as the GPU
+        # worker does after warm-up.
+        if not self.model_config.enforce_eager:
+            from vllm_platform_template.graph_wrapper.capture import capture_piecewise_graphs
+
+            capture_piecewise_graphs(self.model_runner)
+        return super().compile_or_warm_up_model()
+
     def template_report(self) -> dict[str, Any]:
         """RPC target of ``LLM.collective_rpc``: what ran where in this worker."""
         from vllm_platform_template.reporting import worker_report
@@ -31,5 +42,6 @@ class TemplateCPUWorker(CPUWorker):
     def template_stats(self) -> dict[str, Any]:
         """Compiler statistics of this worker (empty when nothing was compiled)."""
         from vllm_platform_template.compiler.stats import snapshot
+        from vllm_platform_template.graph_wrapper.stats import snapshot as graph_snapshot
 
-        return {"compile": snapshot()}
+        return {"compile": snapshot(), "graphs": graph_snapshot()}

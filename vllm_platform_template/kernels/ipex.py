@@ -1,0 +1,58 @@
+"""Intel Extension for PyTorch (IPEX) kernels, optional.
+
+IPEX releases are built for one torch minor version (IPEX 2.8 needs torch
+2.8). :func:`status` imports IPEX only after checking that the versions match,
+so an installed-but-mismatched IPEX reports itself unsupported with the reason
+instead of failing at import. No vLLM import here.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+from typing import Any
+
+import torch
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split("+", 1)[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+@functools.cache
+def status() -> tuple[bool, str]:
+    """``(usable, reason)``: IPEX present and built for the installed torch."""
+    if importlib.util.find_spec("intel_extension_for_pytorch") is None:
+        return False, "intel-extension-for-pytorch is not installed (extra 'ipex')"
+    ipex_version = importlib.metadata.version("intel-extension-for-pytorch")
+    if _minor(ipex_version) != _minor(torch.__version__):
+        return False, (
+            f"intel-extension-for-pytorch {ipex_version} needs torch "
+            f"{'.'.join(map(str, _minor(ipex_version)))}.*, but torch {torch.__version__} "
+            "is installed"
+        )
+    try:
+        import intel_extension_for_pytorch  # noqa: F401
+    except Exception as e:  # a broken install must not break the plugin
+        return False, f"importing intel-extension-for-pytorch failed: {e}"
+    return True, f"intel-extension-for-pytorch {ipex_version}"
+
+
+def _ops() -> Any:
+    import intel_extension_for_pytorch as ipex
+
+    return ipex.llm.functional
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """IPEX fused RMSNorm (needs a weight)."""
+    return _ops().rms_norm(x, weight, epsilon)
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """IPEX fused residual add + RMSNorm; returns ``(out, x + residual)``."""
+    return _ops().add_rms_norm(residual, x, weight, None, epsilon, True)
