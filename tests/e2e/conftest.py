@@ -22,6 +22,7 @@ from vllm_platform_template.embedded_model import ensure_model
 from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
 
 RUN_TIMEOUT_S = 900
+FAULT_RUNNER = Path(__file__).with_name("fault_runner.py")
 
 
 class EngineRunError(AssertionError):
@@ -36,25 +37,46 @@ class EngineRuns:
         self._results: dict[tuple, dict[str, Any]] = {}
 
     def run(
-        self, *args: str, env: dict[str, str] | None = None, cache_root: Path | None = None
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cache_root: Path | None = None,
+        label: str = "",
     ) -> dict[str, Any]:
-        key = (args, tuple(sorted((env or {}).items())), str(cache_root))
+        """Report of one engine run; ``label`` distinguishes deliberate repeats (warm starts)."""
+        key = (args, tuple(sorted((env or {}).items())), str(cache_root), label)
         if key not in self._results:
             self._results[key] = self._run(list(args), env or {}, cache_root or self.cache_root)
         return self._results[key]
 
-    def _run(self, args: list[str], env_overrides: dict[str, str], cache_root: Path) -> dict:
+    def run_with_fault(self, fault: str, *args: str, cache_root: Path | None = None) -> dict:
+        """One in-process engine run with ``fault`` injected (see fault_runner.py)."""
+        key = ("fault", fault, args, str(cache_root))
+        if key not in self._results:
+            cmd = [sys.executable, str(FAULT_RUNNER), fault, *args]
+            self._results[key] = self._run(cmd, {}, cache_root or self.cache_root, check=False)
+        return self._results[key]
+
+    def _run(
+        self, args: list[str], env_overrides: dict[str, str], cache_root: Path, check: bool = True
+    ) -> dict:
         env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
         env["VLLM_CACHE_ROOT"] = str(cache_root)
         env.update(env_overrides)
-        cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", "--json", *args]
+        if args and args[0] == sys.executable:
+            cmd = args
+        else:
+            cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", "--json", *args]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-        if proc.returncode != 0:
+        if check and proc.returncode != 0:
             raise EngineRunError(
                 f"{' '.join(cmd)} exited with {proc.returncode}\n--- stderr (tail) ---\n"
                 + proc.stderr[-6000:]
             )
-        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        lines = proc.stdout.strip().splitlines()
+        if not lines:
+            raise EngineRunError(f"no output from {cmd}\n{proc.stderr[-6000:]}")
+        report = json.loads(lines[-1])
         report["_stderr"] = proc.stderr
         return report
 

@@ -9,6 +9,8 @@ import sys
 COMMANDS = {
     "demo": ("vllm_platform_template.cli.demo", "generate with vLLM on the template platform"),
     "tiny-model": ("vllm_platform_template.cli.tiny_model", "write the embedded model"),
+    "doctor": ("vllm_platform_template.cli.doctor", "what would run here, and why"),
+    "bench-ops": ("vllm_platform_template.cli.bench_ops", "time the IR op providers"),
 }
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 class ProviderStatus:
     supported: bool
     reason: str
+    device: str  # the torch device type its kernels run on
 
 
 PROVIDER_STATUS: dict[str, ProviderStatus] = {}

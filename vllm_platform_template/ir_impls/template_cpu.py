@@ -21,7 +21,7 @@ from vllm_platform_template.kernels import cpu as cpu_kernels
 PROVIDER = "template_cpu"
 SUPPORTED = True  # every machine has a CPU; the kernels fall back to torch if vLLM's are absent
 PROVIDER_STATUS[PROVIDER] = ProviderStatus(
-    SUPPORTED, "CPU kernels (vLLM's C++ kernels when loaded in torch.ops._C, else torch)"
+    SUPPORTED, "CPU kernels (vLLM's C++ kernels when loaded in torch.ops._C, else torch)", "cpu"
 )
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)

@@ -17,7 +17,7 @@ from vllm_platform_template.kernels import ipex as ipex_kernels
 
 PROVIDER = "template_ipex"
 SUPPORTED, _REASON = ipex_kernels.status()
-PROVIDER_STATUS[PROVIDER] = ProviderStatus(SUPPORTED, _REASON)
+PROVIDER_STATUS[PROVIDER] = ProviderStatus(SUPPORTED, _REASON, "cpu")
 
 _DTYPES = (torch.float32, torch.bfloat16)
 

@@ -16,7 +16,7 @@ from vllm_platform_template.kernels.triton import triton_available
 
 PROVIDER = "template_triton"
 SUPPORTED, _REASON = triton_available()
-PROVIDER_STATUS[PROVIDER] = ProviderStatus(SUPPORTED, _REASON)
+PROVIDER_STATUS[PROVIDER] = ProviderStatus(SUPPORTED, _REASON, "cuda")
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 

@@ -1,0 +1,89 @@
+"""Run the demo in one process with a fault injected into the template platform.
+
+The engine runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: engine core
+and worker live in this process), so a fault patched here reaches the
+compiler, the graph wrapper or the kernels. Usage::
+
+    python tests/e2e/fault_runner.py FAULT [demo arguments...]
+
+Prints the demo's JSON report (or a JSON error object) as the last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from unittest import mock
+
+
+def _compile_stage_fault() -> mock._patch:
+    from vllm_platform_template.compiler.compiler import TemplateCompiler
+
+    def fail(self, *args, **kwargs):
+        raise RuntimeError("injected compile-stage fault")
+
+    return mock.patch.object(TemplateCompiler, "_compile_graph", fail)
+
+
+def _capture_fault() -> mock._patch:
+    from vllm_platform_template.graph_wrapper.backends import CpuGraphEmulation
+
+    original = CpuGraphEmulation.capture
+
+    def fail_for_size_4(self, fn):
+        from vllm.forward_context import get_forward_context
+
+        if get_forward_context().batch_descriptor.num_tokens == 4:
+            raise RuntimeError("injected graph-capture fault")
+        return original(self, fn)
+
+    return mock.patch.object(CpuGraphEmulation, "capture", fail_for_size_4)
+
+
+def _provider_fault() -> mock._patch:
+    from vllm_platform_template.kernels import cpu
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("injected provider fault in template_cpu rms_norm")
+
+    return mock.patch.object(cpu, "fused_add_rms_norm_", fail)
+
+
+FAULTS = {
+    "compile_stage": _compile_stage_fault,
+    "capture": _capture_fault,
+    "provider": _provider_fault,
+    "none": None,
+}
+
+
+def main() -> int:
+    fault, demo_args = sys.argv[1], sys.argv[2:]
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    import argparse
+
+    from vllm_platform_template.cli.demo import add_arguments, run
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--json", *demo_args])
+    factory = FAULTS[fault]
+    try:
+        if factory is None:
+            report = run(args)
+        else:
+            with factory():
+                report = run(args)
+    except Exception as e:
+        print(
+            json.dumps({"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
+        )
+        return 1
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The template compiler end to end: both stages, warm starts, failure fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+FUSION_ONLY = ("--compile-stage", "fusion_only")
+
+
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("compile-cache")
+
+
+def test_fusion_only_matches_stock(engine_runs, compile_cache) -> None:
+    stock = engine_runs.run("--stock")
+    ours = engine_runs.run(*FUSION_ONLY, cache_root=compile_cache)
+    assert ours["compile"]["stage"] == "fusion_only"
+    assert ours["tokens"] == stock["tokens"]
+    # The SiLU-and-multiply of both layers fused; IR ops lowered to the CPU kernels.
+    assert ours["compile"]["fusion_matches"]["SiluAndMulFusionPass"] == 2
+    assert set(ours["compile"]["lowering"]["fused_add_rms_norm"]) == {"template_cpu"}
+
+
+def test_compiler_called_once_per_piece_and_range(engine_runs, compile_cache) -> None:
+    ours = engine_runs.run(*FUSION_ONLY, cache_root=compile_cache)
+    compiled = ours["compile"]["compiled"]
+    assert len(compiled) == len(set(compiled)) == 3  # 2 layers -> 3 pieces, 1 range
+    sized = engine_runs.run(
+        *FUSION_ONLY, "--engine-args", '{"compilation_config": {"compile_sizes": [4]}}'
+    )
+    keys = sized["compile"]["compiled"]
+    assert len(keys) == len(set(keys)) == 6  # plus the single size 4 for each piece
+    assert sum("range_4_4" in k for k in keys) == 3
+
+
+def test_warm_start_loads_instead_of_compiling(engine_runs, compile_cache) -> None:
+    cold = engine_runs.run(*FUSION_ONLY, cache_root=compile_cache)
+    warm = engine_runs.run(*FUSION_ONLY, cache_root=compile_cache, label="warm")
+    assert cold["compile"]["pieces"] == 3
+    assert warm["compile"]["pieces"] == 0, "warm start must not call the compiler"
+    assert warm["compile"]["cache"]["aot_artifacts_loaded"] >= 1
+    assert warm["tokens"] == cold["tokens"]
+
+
+def test_stages_do_not_share_cache_entries(engine_runs, compile_cache) -> None:
+    engine_runs.run(*FUSION_ONLY, cache_root=compile_cache)
+    graph = engine_runs.run("--compile-stage", "graph", cache_root=compile_cache)
+    assert graph["compile"]["stage"] == "graph"
+    assert graph["compile"]["pieces"] == 3, "a graph-stage run must not load fusion-only pieces"
+    assert graph["compile"]["cache"]["aot_artifacts_loaded"] == 0
+
+
+def test_graph_stage_warm_start(engine_runs, compile_cache) -> None:
+    cold = engine_runs.run("--compile-stage", "graph", cache_root=compile_cache)
+    warm = engine_runs.run("--compile-stage", "graph", cache_root=compile_cache, label="warm")
+    assert warm["compile"]["pieces"] == 0
+    assert warm["compile"]["cache"]["aot_artifacts_loaded"] >= 1
+    assert warm["tokens"] == cold["tokens"]
+
+
+def test_failing_stage_runs_piece_eagerly(engine_runs, tmp_path) -> None:
+    stock = engine_runs.run("--stock")
+    report = engine_runs.run_with_fault("compile_stage", cache_root=tmp_path)
+    assert "error" not in report, report.get("traceback")
+    assert len(report["compile"]["fallbacks"]) == 3
+    assert report["tokens"] == stock["tokens"]
+    warnings = [
+        line for line in report["_stderr"].splitlines() if "stage failed for artifact" in line
+    ]
+    assert len(warnings) == 3 and "injected compile-stage fault" in warnings[0]

