@@ -94,8 +94,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from vllm_platform_template.embedded_model import ensure_model
 
     select_device(None if args.stock else args.device)
-    if args.json:
-        logs_to_stderr()
+    logs_to_stderr()
     model_dir = args.model_dir or ensure_model(args.size)
 
     from vllm import LLM, SamplingParams
@@ -151,9 +150,24 @@ def print_human(report: dict[str, Any]) -> None:
     ]
     for op, entry in report["ir_ops"].items():
         rows.append((f"ir.{op}", f"{entry.get('selected')}  (priority {entry['priority']})"))
-    if "compile" in report:
+    if report.get("compile", {}).get("stage"):
         c = report["compile"]
-        rows.append(("compile stage", f"{c.get('stage')}: {c.get('pieces')} pieces"))
+        loaded = c["cache"]["aot_artifacts_loaded"]
+        done = (
+            f"loaded from the compile cache ({loaded} artifact)"
+            if loaded
+            else (f"{c['pieces']} pieces compiled in {sum(c['seconds'].values()):.1f} s")
+        )
+        rows.append(("compile stage", f"{c['stage']}: {done}"))
+    if report.get("graphs", {}).get("captures"):
+        g = report["graphs"]
+        captured = ",".join(g["captures"])
+        rows.append(
+            (
+                "graphs",
+                f"{g['backend']}: sizes {captured} captured, {sum(g['replays'].values())} replays",
+            )
+        )
     t = report["timings"]
     rows.append(("init", f"{t['init_s']:.1f} s"))
     rows.append(

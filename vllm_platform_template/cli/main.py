@@ -11,6 +11,7 @@ COMMANDS = {
     "tiny-model": ("vllm_platform_template.cli.tiny_model", "write the embedded model"),
     "doctor": ("vllm_platform_template.cli.doctor", "what would run here, and why"),
     "bench-ops": ("vllm_platform_template.cli.bench_ops", "time the IR op providers"),
+    "new": ("vllm_platform_template.cli.new", "start a plugin for a new device from this one"),
 }
 
 

@@ -30,6 +30,8 @@ from vllm_platform_template.platform_plugin.options import TemplateOptions, pars
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.config.kernel import IrOpPriorityConfig
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+    from vllm.v1.attention.selector import AttentionSelectorConfig
 
 logger = get_logger(__name__)
 
@@ -79,6 +81,33 @@ class TemplatePlatformMixin:
     def opaque_attention_op(cls) -> bool:
         """Attention is an opaque ``torch.ops.vllm`` call: the graph is split there."""
         return True
+
+    # --- attention -------------------------------------------------------
+    @classmethod
+    def get_attn_backend_cls(
+        cls,
+        selected_backend: AttentionBackendEnum | None,
+        attn_selector_config: AttentionSelectorConfig,
+        num_heads: int | None = None,
+    ) -> str:
+        """TEMPLATE_ATTN for every layer it can serve, validated here because vLLM's
+        selector leaves validation to the platform. An explicitly requested other
+        backend (``--attention-backend CPU_ATTN``) goes to the base platform."""
+        from vllm_platform_template.attention.registration import (
+            BACKEND_NAME,
+            attention_backend_qualname,
+        )
+
+        if selected_backend is not None and selected_backend.name != BACKEND_NAME:
+            logger.info_once(
+                "template platform: attention backend %s requested instead of %s",
+                selected_backend.name,
+                BACKEND_NAME,
+            )
+            return super().get_attn_backend_cls(  # type: ignore[misc]
+                selected_backend, attn_selector_config, num_heads
+            )
+        return attention_backend_qualname(attn_selector_config, cls.get_device_capability())
 
     # --- config ----------------------------------------------------------
     @classmethod

@@ -16,6 +16,7 @@ from typing import Any
 CONFIG_KEY = "template"
 COMPILE_STAGES = ("graph", "fusion_only")
 MODEL_IMPLS = ("vllm", "fused")
+ATTENTION_PATHS = ("auto", "reference")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class TemplateOptions:
     model code with hand-fused ops (the manual-fusion road)."""
     graph_debug: bool = False
     """Check input addresses at every graph replay (slow; for porting work)."""
+    attention: str = "auto"
+    """Kernels of the TEMPLATE_ATTN backend. ``auto``: the device's kernels (vLLM's
+    CPU attention kernels on the CPU when loaded, Triton on CUDA). ``reference``:
+    the plain-torch reference (slow; the spec the kernels are tested against)."""
 
 
 def parse_options(additional_config: Any) -> TemplateOptions:
@@ -57,6 +62,10 @@ def parse_options(additional_config: Any) -> TemplateOptions:
     if options.model_impl not in MODEL_IMPLS:
         raise ValueError(
             f"template model_impl must be one of {MODEL_IMPLS}, got {options.model_impl!r}"
+        )
+    if options.attention not in ATTENTION_PATHS:
+        raise ValueError(
+            f"template attention must be one of {ATTENTION_PATHS}, got {options.attention!r}"
         )
     if not isinstance(options.graph_debug, bool):
         raise ValueError(f"template graph_debug must be true or false, got {options.graph_debug!r}")

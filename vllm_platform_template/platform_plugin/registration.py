@@ -20,9 +20,11 @@ def register_all(device: str) -> None:
     if device in _registered:
         return
     _registered.add(device)
+    from vllm_platform_template.attention.registration import register_attention_backend
     from vllm_platform_template.custom_ops import register_custom_ops
     from vllm_platform_template.platform_plugin.patches import apply_patches
 
     applied = apply_patches(device)
     register_custom_ops()
+    register_attention_backend()
     logger.debug("template plugin registered for %s; patches: %s", device, applied)

@@ -10,8 +10,11 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from vllm.config import CompilationMode
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.worker_base import CompilationTimes
+
+from vllm_platform_template.platform_plugin.options import parse_options
 
 
 class TemplateCPUWorker(CPUWorker):
@@ -44,4 +47,7 @@ class TemplateCPUWorker(CPUWorker):
         from vllm_platform_template.compiler.stats import snapshot
         from vllm_platform_template.graph_wrapper.stats import snapshot as graph_snapshot
 
-        return {"compile": snapshot(), "graphs": graph_snapshot()}
+        compile_stats = snapshot()
+        if self.vllm_config.compilation_config.mode == CompilationMode.VLLM_COMPILE:
+            compile_stats["stage"] = parse_options(self.vllm_config.additional_config).compile_stage
+        return {"compile": compile_stats, "graphs": graph_snapshot()}

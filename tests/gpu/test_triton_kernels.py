@@ -1,0 +1,380 @@
+"""Triton kernels on a CUDA GPU against their reference semantics (GPU tier).
+
+Needs torch with CUDA and triton; no vLLM. Skipped (with the reason) without a
+CUDA device, or when ``TRITON_INTERPRET=1`` is set (the kernels would then be
+interpreted on the CPU; ``tests/unit/test_triton_kernels_interpret.py`` is that
+tier). Shapes go up to 8192 x 8192 for the row ops and to 4096-key contexts for
+attention; fp32/bf16/fp16 throughout.
+
+Tolerances: float32 uses ``torch.testing.assert_close`` defaults. For
+bfloat16/float16 row ops the kernels reproduce the native cast order, so almost
+every element is bit-identical to the native op; the few that differ are one
+ulp apart because float32 sums and ``rsqrt`` round differently. The checks
+therefore require >= 99.9% bit-identical elements and the rest within
+``atol=1e-2`` and one ulp (``rtol`` 2e-3 for float16, 1.6e-2 for bfloat16,
+whose ulp is 2**-7).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+triton = pytest.importorskip("triton")
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(
+        os.environ.get("TRITON_INTERPRET") == "1",
+        reason="TRITON_INTERPRET=1 would run the kernels in the CPU interpreter",
+    ),
+]
+
+from vllm_platform_template.kernels import reference  # noqa: E402
+from vllm_platform_template.kernels.triton import activation, layernorm, rotary  # noqa: E402
+from vllm_platform_template.kernels.triton import paged_attention as pa  # noqa: E402
+
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+ROW_TOL = {
+    torch.float32: {},
+    torch.bfloat16: {"atol": 1e-2, "rtol": 1.6e-2},
+    torch.float16: {"atol": 1e-2, "rtol": 2e-3},
+}
+
+
+def _dtype_id(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _randn(*shape, dtype=torch.float32, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(*shape, generator=gen, device="cuda").to(dtype)
+
+
+def _assert_close_rows(got: torch.Tensor, expected: torch.Tensor) -> None:
+    """Row-op comparison: mostly bit-identical in low precision, rest within one ulp."""
+    torch.testing.assert_close(got, expected, **ROW_TOL[got.dtype])
+    if got.dtype != torch.float32 and got.numel() >= 1000:
+        identical = (got == expected).float().mean().item()
+        assert identical >= 0.999, f"only {identical:.5f} of elements bit-identical to native"
+
+
+# ---------------------------------------------------------------------------
+# Reference semantics (vLLM IR native ops; pure-torch paged attention)
+# ---------------------------------------------------------------------------
+
+
+def native_rms_norm(x, weight, epsilon, variance_size=None):
+    orig_dtype = x.dtype
+    x = x.to(torch.float32)
+    x_var = x if variance_size is None else x[..., :variance_size]
+    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
+    x = x * torch.rsqrt(variance + epsilon)
+    if weight is not None:
+        x = x.to(weight.dtype) * weight
+    return x.to(orig_dtype)
+
+
+def native_fused_add_rms_norm(x, x_residual, weight, epsilon, variance_size=None):
+    orig_dtype = x.dtype
+    x = x.to(torch.float32)
+    x = x + x_residual.to(torch.float32)
+    x_residual = x.to(orig_dtype)
+    x_var = x if variance_size is None else x[..., :variance_size]
+    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
+    x = x * torch.rsqrt(variance + epsilon)
+    if weight is not None:
+        x = x.to(weight.dtype) * weight
+    return x.to(orig_dtype), x_residual
+
+
+def native_gelu_and_mul_sparse(x, std_multiplier, approximate="none"):
+    d = x.shape[-1] // 2
+    gate = x[..., :d]
+    mean = torch.mean(gate, dim=-1, keepdim=True)
+    std = torch.std(gate, dim=-1, keepdim=True, unbiased=False)
+    sparse_gate = F.relu(gate - (mean + std * std_multiplier))
+    return F.gelu(sparse_gate, approximate=approximate) * x[..., d:]
+
+
+def split_kv_cache(kv_cache):
+    num_blocks, num_kv_heads, block_size, _ = kv_cache.shape
+    kv = kv_cache.view(num_blocks, num_kv_heads, 2 * block_size, -1)
+    key_cache, value_cache = kv.chunk(2, dim=2)
+    return key_cache, value_cache
+
+
+def ref_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
+    num_tokens = key.shape[0]
+    block_size = key_cache.shape[2]
+    slots = slot_mapping[:num_tokens].to(torch.int64)
+    valid = slots >= 0
+    slots = slots[valid]
+    blk, off = slots // block_size, slots % block_size
+    key_cache[blk, :, off, :] = key[:num_tokens][valid].to(key_cache.dtype)
+    value_cache[blk, :, off, :] = value[:num_tokens][valid].to(value_cache.dtype)
+
+
+def ref_paged_attention(
+    query, key_cache, value_cache, block_table, seq_lens, query_start_loc, scale
+):
+    num_heads, head_size = query.shape[1:]
+    num_kv_heads, block_size = key_cache.shape[1], key_cache.shape[2]
+    group = num_heads // num_kv_heads
+    output = torch.empty_like(query)
+    qsl, sls = query_start_loc.tolist(), seq_lens.tolist()
+    for r, seq_len in enumerate(sls):
+        q_start, q_end = qsl[r], qsl[r + 1]
+        q_len = q_end - q_start
+        if q_len == 0:
+            continue
+        blocks = block_table[r, : (seq_len + block_size - 1) // block_size].to(torch.int64)
+        k = key_cache[blocks].permute(1, 0, 2, 3).reshape(num_kv_heads, -1, head_size)
+        v = value_cache[blocks].permute(1, 0, 2, 3).reshape(num_kv_heads, -1, head_size)
+        k = k[:, :seq_len].float().repeat_interleave(group, dim=0)
+        v = v[:, :seq_len].float().repeat_interleave(group, dim=0)
+        q = query[q_start:q_end].float().transpose(0, 1) * scale
+        logits = torch.matmul(q, k.transpose(1, 2))
+        q_pos = torch.arange(seq_len - q_len, seq_len, device=query.device)
+        visible = torch.arange(seq_len, device=query.device)[None, :] <= q_pos[:, None]
+        logits = logits.masked_fill(~visible, float("-inf"))
+        out = torch.matmul(torch.softmax(logits, dim=-1), v)
+        output[q_start:q_end] = out.transpose(0, 1).to(output.dtype)
+    return output
+
+
+@pytest.fixture(autouse=True)
+def _no_tf32():
+    """Full-precision float32 matmuls in the references."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+# ---------------------------------------------------------------------------
+# Row ops
+# ---------------------------------------------------------------------------
+
+ROW_SHAPES = ((1, 128), (7, 1000), (128, 4096), (33, 5120), (4096, 4096), (8192, 8192), (3, 70000))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=str)
+def test_rms_norm(shape, dtype):
+    x = _randn(*shape, dtype=dtype)
+    w = _randn(shape[-1], dtype=dtype, seed=1)
+    _assert_close_rows(layernorm.rms_norm(x, w, 1e-6), native_rms_norm(x, w, 1e-6))
+    if shape[0] <= 128:
+        var = shape[-1] // 2 or 1
+        _assert_close_rows(
+            layernorm.rms_norm(x, None, 1e-5, var), native_rms_norm(x, None, 1e-5, var)
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=str)
+def test_fused_add_rms_norm(shape, dtype):
+    x = _randn(*shape, dtype=dtype)
+    r = _randn(*shape, dtype=dtype, seed=1)
+    w = _randn(shape[-1], dtype=dtype, seed=2)
+    ex, er = native_fused_add_rms_norm(x, r, w, 1e-6)
+    layernorm.fused_add_rms_norm_(x, r, w, 1e-6)
+    _assert_close_rows(x, ex)
+    torch.testing.assert_close(r, er, rtol=0, atol=0)  # fp32 sum rounded once: exact
+
+
+def test_row_ops_variants():
+    """Weight None, variance_size, strided rows, mixed weight dtype, zero tokens."""
+    base = _randn(64, 3000, dtype=torch.bfloat16)
+    x = base[:, 100:2148]
+    w32 = _randn(2048, seed=1)
+    _assert_close_rows(layernorm.rms_norm(x, w32, 1e-6, 1000), native_rms_norm(x, w32, 1e-6, 1000))
+    _assert_close_rows(layernorm.rms_norm(x, None, 1e-6), native_rms_norm(x, None, 1e-6))
+    r = _randn(64, 2048, dtype=torch.bfloat16, seed=2)
+    before = base.clone()
+    ex, er = native_fused_add_rms_norm(x, r, None, 1e-6, 512)
+    layernorm.fused_add_rms_norm_(x, r, None, 1e-6, 512)
+    _assert_close_rows(x, ex)
+    torch.testing.assert_close(r, er, rtol=0, atol=0)
+    torch.testing.assert_close(base[:, :100], before[:, :100], rtol=0, atol=0)
+    torch.testing.assert_close(base[:, 2148:], before[:, 2148:], rtol=0, atol=0)
+    empty = torch.empty(0, 4096, device="cuda", dtype=torch.bfloat16)
+    assert layernorm.rms_norm(empty, None, 1e-6).shape == (0, 4096)
+    with pytest.raises(ValueError, match="cuda"):
+        layernorm.rms_norm(torch.randn(2, 8), None, 1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize(
+    "shape", ((1, 2 * 64), (37, 2 * 1000), (4096, 2 * 14336), (3, 5, 2 * 4096)), ids=str
+)
+def test_silu_and_mul(shape, dtype):
+    x = _randn(*shape, dtype=dtype)
+    expected = reference.silu_and_mul(x.float()).to(dtype)  # kernel computes in fp32
+    torch.testing.assert_close(activation.silu_and_mul(x), expected)
+    torch.testing.assert_close(
+        activation.silu_and_mul(x), reference.silu_and_mul(x), **ROW_TOL[dtype]
+    )
+
+
+@pytest.mark.parametrize("approximate", ("none", "tanh"))
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("shape", ((4, 2 * 96), (512, 2 * 8192), (3, 2 * 40000)), ids=str)
+def test_gelu_and_mul_sparse(shape, dtype, approximate):
+    x = _randn(*shape, dtype=dtype)
+    got = activation.gelu_and_mul_sparse(x, 1.6448536, approximate)
+    expected = native_gelu_and_mul_sparse(x.float(), 1.6448536, approximate).to(dtype)
+    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {}
+    torch.testing.assert_close(got, expected, **tol)
+
+
+# ---------------------------------------------------------------------------
+# Rotary embedding
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("neox", (True, False), ids=("neox", "gptj"))
+@pytest.mark.parametrize("heads", ((32, 8, 128, 128), (16, 16, 64, 32), (40, 8, 80, 80)), ids=str)
+def test_rotary_embedding(heads, neox, dtype):
+    hq, hkv, head_size, rot = heads
+    num_tokens = 4096
+    positions = torch.randint(0, 8192, (num_tokens,), device="cuda")
+    cache = _randn(8192, rot, dtype=dtype, seed=3)
+    qkv = _randn(num_tokens, (hq + 2 * hkv) * head_size, dtype=dtype)
+    q, k, v = qkv.split([hq * head_size, hkv * head_size, hkv * head_size], dim=-1)
+    eq, ek = reference.rotary_embedding(
+        positions, q.float(), k.float(), head_size, cache.float(), neox
+    )
+    eq, ek = eq.to(dtype), ek.to(dtype)
+    v_before = v.clone()
+    kv_cache = torch.full(
+        (num_tokens // 16 + 4, hkv, 16, 2 * head_size), float("nan"), device="cuda", dtype=dtype
+    )
+    key_cache, value_cache = split_kv_cache(kv_cache)
+    slots = torch.randperm(kv_cache.shape[0] * 16, device="cuda")[:num_tokens]
+    slots[::7] = -1
+    rotary.rotary_embedding_and_cache_(
+        positions, q, k, v, head_size, cache, neox, key_cache, value_cache, slots
+    )
+    torch.testing.assert_close(q, eq)
+    torch.testing.assert_close(k, ek)
+    torch.testing.assert_close(v, v_before, rtol=0, atol=0)
+    expected = torch.full_like(kv_cache, float("nan"))
+    exp_k, exp_v = split_kv_cache(expected)
+    ref_reshape_and_cache(
+        k.view(num_tokens, hkv, head_size), v.view(num_tokens, hkv, head_size), exp_k, exp_v, slots
+    )
+    torch.testing.assert_close(kv_cache, expected, rtol=0, atol=0, equal_nan=True)
+    # Plain rotation, key None.
+    q2 = _randn(num_tokens, hq * head_size, dtype=dtype, seed=5)
+    eq2, _ = reference.rotary_embedding(positions, q2.float(), None, head_size, cache.float(), neox)
+    rotary.rotary_embedding_(positions, q2, None, head_size, cache, neox)
+    torch.testing.assert_close(q2, eq2.to(dtype))
+
+
+# ---------------------------------------------------------------------------
+# KV cache write and paged attention
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("block_size", (16, 32))
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+def test_reshape_and_cache(dtype, block_size):
+    num_tokens, hkv, head_size, num_blocks = 3000, 8, 128, 256
+    kv_cache = torch.full(
+        (num_blocks, hkv, block_size, 2 * head_size), float("nan"), device="cuda", dtype=dtype
+    )
+    key_cache, value_cache = split_kv_cache(kv_cache)
+    expected = kv_cache.clone()
+    exp_k, exp_v = split_kv_cache(expected)
+    slots = torch.randperm(num_blocks * block_size, device="cuda")[: num_tokens + 16]
+    slots[::5] = -1
+    key = _randn(num_tokens, hkv, head_size, dtype=dtype)
+    value = _randn(num_tokens, hkv, head_size, dtype=dtype, seed=1)
+    pa.reshape_and_cache_(key, value, key_cache, value_cache, slots)
+    ref_reshape_and_cache(key, value, exp_k, exp_v, slots)
+    torch.testing.assert_close(kv_cache, expected, rtol=0, atol=0, equal_nan=True)
+
+
+def _paged_batch(q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size, dtype, seed=0):
+    """Caches full of NaN except the requests' tokens; unused table entries hit a NaN block."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    blocks_per_req = [(s + block_size - 1) // block_size for s in seq_lens]
+    num_blocks = sum(blocks_per_req) + 2
+    kv_cache = torch.full(
+        (num_blocks, num_kv_heads, block_size, 2 * head_size),
+        float("nan"),
+        device="cuda",
+        dtype=dtype,
+    )
+    key_cache, value_cache = split_kv_cache(kv_cache)
+    perm = torch.randperm(num_blocks, generator=gen, device="cuda")
+    block_table = torch.empty(
+        len(seq_lens), max(blocks_per_req) + 2, dtype=torch.int32, device="cuda"
+    )
+    used = 0
+    for r, nb in enumerate(blocks_per_req):
+        block_table[r, :nb] = perm[used : used + nb].to(torch.int32)
+        block_table[r, nb:] = perm[-1]
+        used += nb
+    for r, seq_len in enumerate(seq_lens):
+        pos = torch.arange(seq_len, device="cuda")
+        slots = block_table[r, pos // block_size].to(torch.int64) * block_size + pos % block_size
+        k = torch.randn(seq_len, num_kv_heads, head_size, generator=gen, device="cuda").to(dtype)
+        v = torch.randn(seq_len, num_kv_heads, head_size, generator=gen, device="cuda").to(dtype)
+        ref_reshape_and_cache(k, v, key_cache, value_cache, slots)
+    query = torch.randn(sum(q_lens), num_heads, head_size, generator=gen, device="cuda").to(dtype)
+    cum = torch.tensor([0, *q_lens], device="cuda").cumsum(0)
+    return {
+        "query": query,
+        "key_cache": key_cache,
+        "value_cache": value_cache,
+        "block_table": block_table,
+        "seq_lens": torch.tensor(seq_lens, dtype=torch.int32, device="cuda"),
+        "query_start_loc": cum.to(torch.int32),
+    }
+
+
+ATTN_TOL = {
+    torch.float32: {"atol": 2e-5, "rtol": 1e-5},
+    torch.bfloat16: {"atol": 1.5e-2, "rtol": 1.5e-2},
+    torch.float16: {"atol": 3e-3, "rtol": 3e-3},
+}
+
+ATTENTION_BATCHES = {
+    "prefill": ((1000, 512, 37), (1000, 1536, 37)),
+    "mixed": ((1, 300, 1, 1, 17, 1), (4096, 700, 1, 2049, 17, 33)),
+    "decode": ((1,) * 32, tuple(64 + 127 * i for i in range(32))),
+    "decode_long": ((1, 1), (4096, 3001)),
+    "single_request": ((77,), (200,)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("block_size", (16, 32))
+@pytest.mark.parametrize("heads", ((32, 8, 128), (8, 8, 64), (12, 2, 96)), ids=str)
+@pytest.mark.parametrize("kind", sorted(ATTENTION_BATCHES))
+def test_paged_attention(kind, heads, block_size, dtype):
+    q_lens, seq_lens = ATTENTION_BATCHES[kind]
+    hq, hkv, head_size = heads
+    batch = _paged_batch(q_lens, seq_lens, hq, hkv, head_size, block_size, dtype)
+    query = batch["query"]
+    output = torch.full_like(query, float("nan"))
+    args = (batch["key_cache"], batch["value_cache"])
+    meta = (batch["block_table"], batch["seq_lens"], batch["query_start_loc"])
+    pa.paged_attention(query, *args, output, *meta, head_size**-0.5, max(q_lens), max(seq_lens))
+    expected = ref_paged_attention(query, *args, *meta, head_size**-0.5)
+    torch.testing.assert_close(output, expected, **ATTN_TOL[dtype])
+    if max(q_lens) == 1:
+        for splits in (1, 7):
+            output.fill_(float("nan"))
+            pa.paged_attention(
+                query, *args, output, *meta, head_size**-0.5, 1, max(seq_lens), decode_splits=splits
+            )
+            torch.testing.assert_close(output, expected, **ATTN_TOL[dtype])

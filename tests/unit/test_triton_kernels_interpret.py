@@ -1,0 +1,730 @@
+"""Triton kernels on the CPU through Triton's interpreter (``TRITON_INTERPRET=1``).
+
+Why a child process. Triton reads ``TRITON_INTERPRET`` when ``@triton.jit``
+wraps a kernel, i.e. when a kernel module is imported, not when a kernel is
+launched (Triton 3.9: ``triton.jit`` checks ``triton.knobs.runtime.interpret``
+and returns an ``InterpretedFunction``; Triton 3.6 does the same). Setting the
+variable inside the pytest process is therefore unreliable both ways: a kernel
+module imported earlier by another test keeps its compiled kernels (which cannot
+launch on CPU tensors), and the variable would leak into later tests (the GPU
+tier, collected in the same session on a GPU machine, would import interpreted
+kernels). So this module runs its ``check_*`` functions in one child Python
+process started with ``TRITON_INTERPRET=1``: the child runs this file as a
+script, imports the kernels fresh, runs the named checks and prints one JSON
+report; each check becomes one pytest test here (a skip or failure in the child
+is re-raised with its message and traceback).
+
+Interpreter limits seen on Triton 3.9, and how the checks live with them:
+
+- float32 -> bfloat16 casts truncate instead of rounding to nearest even, so
+  bfloat16 results are compared with a tolerance of a couple of ulps.
+- ``tl.dot`` on bfloat16 operands multiplies their raw bits, so bfloat16
+  attention is skipped here (float16 covers the low-precision path; the GPU tier
+  ``tests/gpu/test_triton_kernels.py`` covers bfloat16).
+- ``block_mask & scalar_condition`` is mis-typed, so the kernels broadcast
+  scalar conditions to blocks before combining them with masks.
+
+Everything runs on small shapes in float32 (plus float16/bfloat16 where the
+interpreter is exact enough); the whole module takes well under a minute on
+two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+# The parent process must not import the kernel modules (nor anything that
+# imports them): only the child, started with TRITON_INTERPRET=1, does.
+
+REPORT_MARK = "TRITON_INTERPRET_REPORT "
+CHILD_TIMEOUT_S = 300
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---------------------------------------------------------------------------
+# Reference semantics (vLLM IR native ops; pure-torch paged attention)
+# ---------------------------------------------------------------------------
+
+
+def native_rms_norm(x, weight, epsilon, variance_size=None):
+    orig_dtype = x.dtype
+    x = x.to(torch.float32)
+    x_var = x if variance_size is None else x[..., :variance_size]
+    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
+    x = x * torch.rsqrt(variance + epsilon)
+    if weight is not None:
+        x = x.to(weight.dtype) * weight
+    return x.to(orig_dtype)
+
+
+def native_fused_add_rms_norm(x, x_residual, weight, epsilon, variance_size=None):
+    orig_dtype = x.dtype
+    x = x.to(torch.float32)
+    x = x + x_residual.to(torch.float32)
+    x_residual = x.to(orig_dtype)
+    x_var = x if variance_size is None else x[..., :variance_size]
+    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
+    x = x * torch.rsqrt(variance + epsilon)
+    if weight is not None:
+        x = x.to(weight.dtype) * weight
+    return x.to(orig_dtype), x_residual
+
+
+def native_gelu_and_mul_sparse(x, std_multiplier, approximate="none"):
+    import torch.nn.functional as F
+
+    d = x.shape[-1] // 2
+    gate = x[..., :d]
+    mean = torch.mean(gate, dim=-1, keepdim=True)
+    std = torch.std(gate, dim=-1, keepdim=True, unbiased=False)
+    sparse_gate = F.relu(gate - (mean + std * std_multiplier))
+    return F.gelu(sparse_gate, approximate=approximate) * x[..., d:]
+
+
+def split_kv_cache(kv_cache):
+    """[B, Hkv, N, 2D] layer cache -> (key_cache, value_cache), each [B, Hkv, N, D]."""
+    num_blocks, num_kv_heads, block_size, _ = kv_cache.shape
+    kv = kv_cache.view(num_blocks, num_kv_heads, 2 * block_size, -1)
+    key_cache, value_cache = kv.chunk(2, dim=2)
+    return key_cache, value_cache
+
+
+def ref_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
+    """Plain-layout cache write; slots < 0 are skipped."""
+    num_tokens = key.shape[0]
+    block_size = key_cache.shape[2]
+    slots = slot_mapping[:num_tokens].to(torch.int64)
+    valid = slots >= 0
+    slots = slots[valid]
+    blk, off = slots // block_size, slots % block_size
+    key_cache[blk, :, off, :] = key[:num_tokens][valid].to(key_cache.dtype)
+    value_cache[blk, :, off, :] = value[:num_tokens][valid].to(value_cache.dtype)
+
+
+def ref_paged_attention(
+    query, key_cache, value_cache, block_table, seq_lens, query_start_loc, scale
+):
+    """Causal paged attention over a mixed batch in float32 (plain cache layout)."""
+    num_heads, head_size = query.shape[1:]
+    num_kv_heads, block_size = key_cache.shape[1], key_cache.shape[2]
+    group = num_heads // num_kv_heads
+    output = torch.empty_like(query)
+    qsl, sls = query_start_loc.tolist(), seq_lens.tolist()
+    for r, seq_len in enumerate(sls):
+        q_start, q_end = qsl[r], qsl[r + 1]
+        q_len = q_end - q_start
+        if q_len == 0:
+            continue
+        blocks = block_table[r, : (seq_len + block_size - 1) // block_size].to(torch.int64)
+        k = key_cache[blocks].permute(1, 0, 2, 3).reshape(num_kv_heads, -1, head_size)
+        v = value_cache[blocks].permute(1, 0, 2, 3).reshape(num_kv_heads, -1, head_size)
+        k = k[:, :seq_len].float().repeat_interleave(group, dim=0)
+        v = v[:, :seq_len].float().repeat_interleave(group, dim=0)
+        q = query[q_start:q_end].float().transpose(0, 1) * scale
+        logits = torch.matmul(q, k.transpose(1, 2))
+        q_pos = torch.arange(seq_len - q_len, seq_len)
+        visible = torch.arange(seq_len)[None, :] <= q_pos[:, None]
+        logits = logits.masked_fill(~visible, float("-inf"))
+        out = torch.matmul(torch.softmax(logits, dim=-1), v)
+        output[q_start:q_end] = out.transpose(0, 1).to(output.dtype)
+    return output
+
+
+# ---------------------------------------------------------------------------
+# Helpers of the checks
+# ---------------------------------------------------------------------------
+
+LOW_PRECISION_TOL = {
+    # Interpreter truncates fp32 -> bf16: allow about two bf16 ulps.
+    "bfloat16": {"atol": 1e-2, "rtol": 1.6e-2},
+    "float16": {"atol": 1e-3, "rtol": 2e-3},
+    "float32": {},
+}
+
+
+def _tol(dtype) -> dict:
+    return LOW_PRECISION_TOL[str(dtype).removeprefix("torch.")]
+
+
+def _gen(seed: int = 0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(*shape, dtype=None, seed: int = 0):
+    t = torch.randn(*shape, generator=_gen(seed))
+    return t.to(dtype) if dtype is not None else t
+
+
+def _expect_value_error(fn: Callable[[], object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        fn()
+
+
+def _paged_batch(q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size, dtype, seed=0):
+    """A batch whose caches hold NaN everywhere except the requests' tokens.
+
+    Each request's unused block-table entries point at a NaN-only block, and the
+    tail of each request's last block is NaN too: a kernel that reads any key
+    it must not see produces NaN.
+    """
+    gen = _gen(seed)
+    blocks_per_req = [(s + block_size - 1) // block_size for s in seq_lens]
+    num_blocks = sum(blocks_per_req) + 2
+    kv_cache = torch.full(
+        (num_blocks, num_kv_heads, block_size, 2 * head_size), float("nan"), dtype=dtype
+    )
+    key_cache, value_cache = split_kv_cache(kv_cache)
+    perm = torch.randperm(num_blocks, generator=gen)
+    block_table = torch.empty(len(seq_lens), max(blocks_per_req) + 2, dtype=torch.int32)
+    used = 0
+    for r, nb in enumerate(blocks_per_req):
+        block_table[r, :nb] = perm[used : used + nb].to(torch.int32)
+        block_table[r, nb:] = perm[-1]  # a stale block, never written
+        used += nb
+    for r, seq_len in enumerate(seq_lens):
+        pos = torch.arange(seq_len)
+        slots = block_table[r, pos // block_size].to(torch.int64) * block_size + pos % block_size
+        k = torch.randn(seq_len, num_kv_heads, head_size, generator=gen).to(dtype)
+        v = torch.randn(seq_len, num_kv_heads, head_size, generator=gen).to(dtype)
+        ref_reshape_and_cache(k, v, key_cache, value_cache, slots)
+    query = torch.randn(sum(q_lens), num_heads, head_size, generator=gen).to(dtype)
+    query_start_loc = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    return {
+        "query": query,
+        "kv_cache": kv_cache,
+        "key_cache": key_cache,
+        "value_cache": value_cache,
+        "block_table": block_table,
+        "seq_lens": torch.tensor(seq_lens, dtype=torch.int32),
+        "query_start_loc": query_start_loc,
+    }
+
+
+def _run_attention(batch, max_query_len, max_seq_len, decode_splits=None):
+    from vllm_platform_template.kernels.triton import paged_attention as pa
+
+    query = batch["query"]
+    output = torch.full_like(query, float("nan"))
+    pa.paged_attention(
+        query,
+        batch["key_cache"],
+        batch["value_cache"],
+        output,
+        batch["block_table"],
+        batch["seq_lens"],
+        batch["query_start_loc"],
+        query.shape[-1] ** -0.5,
+        max_query_len,
+        max_seq_len,
+        decode_splits=decode_splits,
+    )
+    return output
+
+
+def _ref_attention(batch):
+    query = batch["query"]
+    return ref_paged_attention(
+        query,
+        batch["key_cache"],
+        batch["value_cache"],
+        batch["block_table"],
+        batch["seq_lens"],
+        batch["query_start_loc"],
+        query.shape[-1] ** -0.5,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Checks (run in the interpreter child; each is one pytest test in the parent)
+# ---------------------------------------------------------------------------
+
+
+def check_kernels_are_interpreted() -> None:
+    from vllm_platform_template.kernels.triton import is_interpreted, layernorm
+
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    assert is_interpreted(layernorm._rms_norm_kernel)
+
+
+def check_rms_norm_fp32_sizes_weight_and_variance_size() -> None:
+    from vllm_platform_template.kernels.triton.layernorm import rms_norm
+
+    for hidden in (1, 7, 96, 300, 1000, 2048):
+        for with_weight in (True, False):
+            for variance_size in (None, max(1, hidden // 3)):
+                x = _randn(13, hidden, seed=hidden)
+                w = _randn(hidden, seed=1) if with_weight else None
+                torch.testing.assert_close(
+                    rms_norm(x, w, 1e-6, variance_size), native_rms_norm(x, w, 1e-6, variance_size)
+                )
+
+
+def check_rms_norm_low_precision_and_mixed_weight_dtype() -> None:
+    from vllm_platform_template.kernels.triton.layernorm import rms_norm
+
+    for dtype in (torch.bfloat16, torch.float16):
+        for w_dtype in (dtype, torch.float32):
+            x = _randn(9, 300, dtype=dtype)
+            w = _randn(300, dtype=w_dtype, seed=1)
+            got = rms_norm(x, w, 1e-5, None)
+            assert got.dtype == dtype
+            torch.testing.assert_close(got, native_rms_norm(x, w, 1e-5), **_tol(dtype))
+    x = _randn(5, 64)
+    w = _randn(64, dtype=torch.bfloat16, seed=1)  # fp32 x, bf16 weight: rounds through bf16
+    torch.testing.assert_close(rms_norm(x, w, 1e-6), native_rms_norm(x, w, 1e-6), **_tol(w.dtype))
+
+
+def check_rms_norm_strided_rows_and_nd() -> None:
+    from vllm_platform_template.kernels.triton.layernorm import rms_norm
+
+    base = _randn(11, 200)
+    x = base[:, :150]  # row stride 200, last dim contiguous
+    w = _randn(150, seed=1)
+    got = rms_norm(x, w, 1e-6, 100)
+    assert got.is_contiguous()
+    torch.testing.assert_close(got, native_rms_norm(x, w, 1e-6, 100))
+    x3 = _randn(2, 3, 7, 64)[:, :, 1:5]  # leading dims not collapsible: copied once
+    torch.testing.assert_close(rms_norm(x3, None, 1e-6), native_rms_norm(x3, None, 1e-6))
+    x1 = _randn(40)
+    torch.testing.assert_close(rms_norm(x1, None, 1e-6), native_rms_norm(x1, None, 1e-6))
+
+
+def check_rms_norm_zero_tokens() -> None:
+    from vllm_platform_template.kernels.triton.layernorm import fused_add_rms_norm_, rms_norm
+
+    x = torch.empty(0, 64)
+    assert rms_norm(x, torch.ones(64), 1e-6).shape == (0, 64)
+    r = torch.empty(0, 64)
+    out_x, out_r = fused_add_rms_norm_(x, r, None, 1e-6)
+    assert out_x is x and out_r is r
+
+
+def check_rms_norm_multi_pass() -> None:
+    from vllm_platform_template.kernels.triton import layernorm
+
+    saved = layernorm.MAX_SINGLE_PASS_BLOCK, layernorm.MULTI_PASS_BLOCK
+    layernorm.MAX_SINGLE_PASS_BLOCK, layernorm.MULTI_PASS_BLOCK = 64, 32
+    try:
+        assert not layernorm.row_launch_config(300).single_pass
+        x, r, w = _randn(6, 300), _randn(6, 300, seed=1), _randn(300, seed=2)
+        for variance_size in (None, 77):
+            torch.testing.assert_close(
+                layernorm.rms_norm(x, w, 1e-6, variance_size),
+                native_rms_norm(x, w, 1e-6, variance_size),
+            )
+            xx, rr = x.clone(), r.clone()
+            layernorm.fused_add_rms_norm_(xx, rr, w, 1e-6, variance_size)
+            ex, er = native_fused_add_rms_norm(x, r, w, 1e-6, variance_size)
+            torch.testing.assert_close(xx, ex)
+            torch.testing.assert_close(rr, er)
+    finally:
+        layernorm.MAX_SINGLE_PASS_BLOCK, layernorm.MULTI_PASS_BLOCK = saved
+
+
+def check_fused_add_rms_norm_in_place() -> None:
+    from vllm_platform_template.kernels.triton.layernorm import fused_add_rms_norm_
+
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for hidden, variance_size, with_weight in (
+            (96, None, True),
+            (300, 128, False),
+            (5, 3, True),
+        ):
+            x = _randn(17, hidden, dtype=dtype)
+            r = _randn(17, hidden, dtype=dtype, seed=1)
+            w = _randn(hidden, dtype=dtype, seed=2) if with_weight else None
+            ex, er = native_fused_add_rms_norm(x, r, w, 1e-6, variance_size)
+            xx, rr = x.clone(), r.clone()
+            out_x, out_r = fused_add_rms_norm_(xx, rr, w, 1e-6, variance_size)
+            assert out_x is xx and out_r is rr
+            torch.testing.assert_close(xx, ex, **_tol(dtype))
+            torch.testing.assert_close(rr, er, **_tol(dtype))
+
+
+def check_fused_add_rms_norm_strided_rows() -> None:
+    from vllm_platform_template.kernels.triton.layernorm import fused_add_rms_norm_
+
+    xbase, rbase = _randn(9, 160), _randn(9, 130, seed=1)
+    x, r = xbase[:, 10:138], rbase[:, :128]
+    w = _randn(128, seed=2)
+    ex, er = native_fused_add_rms_norm(x, r, w, 1e-6)
+    untouched = xbase[:, :10].clone(), xbase[:, 138:].clone(), rbase[:, 128:].clone()
+    fused_add_rms_norm_(x, r, w, 1e-6)
+    torch.testing.assert_close(x, ex)
+    torch.testing.assert_close(r, er)
+    torch.testing.assert_close(xbase[:, :10], untouched[0], rtol=0, atol=0)
+    torch.testing.assert_close(xbase[:, 138:], untouched[1], rtol=0, atol=0)
+    torch.testing.assert_close(rbase[:, 128:], untouched[2], rtol=0, atol=0)
+
+
+def check_layernorm_rejects_bad_inputs() -> None:
+    from vllm_platform_template.kernels.triton.layernorm import fused_add_rms_norm_, rms_norm
+
+    x = _randn(4, 8)
+    _expect_value_error(lambda: rms_norm(x.to(torch.int32), None, 1e-6), "dtype")
+    _expect_value_error(lambda: rms_norm(x, torch.ones(9), 1e-6), "weight has shape")
+    _expect_value_error(lambda: rms_norm(x, None, 1e-6, 9), "variance_size")
+    _expect_value_error(lambda: rms_norm(x.t(), None, 1e-6), "contiguous last dimension")
+    _expect_value_error(lambda: fused_add_rms_norm_(x, _randn(4, 9), None, 1e-6), "residual")
+    _expect_value_error(lambda: fused_add_rms_norm_(x, x.half(), None, 1e-6), "residual")
+    _expect_value_error(lambda: fused_add_rms_norm_(x, x, None, 1e-6), "share memory")
+    x3 = _randn(2, 3, 7, 8)[:, :, 1:5]
+    _expect_value_error(
+        lambda: fused_add_rms_norm_(x3, torch.zeros_like(x3), None, 1e-6), "in place"
+    )
+
+
+def check_silu_and_mul() -> None:
+    from vllm_platform_template.kernels import reference
+    from vllm_platform_template.kernels.triton import activation
+
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for shape in ((7, 2 * 13), (3, 5, 2 * 64), (2, 2 * 3000)):
+            x = _randn(*shape, dtype=dtype)
+            # fp32 math inside: compare with the reference on upcast inputs.
+            expected = reference.silu_and_mul(x.float()).to(dtype)
+            torch.testing.assert_close(activation.silu_and_mul(x), expected, **_tol(dtype))
+    x = _randn(6, 300)[:, :200]  # strided rows
+    torch.testing.assert_close(activation.silu_and_mul(x), reference.silu_and_mul(x))
+    assert activation.silu_and_mul(torch.empty(0, 8)).shape == (0, 4)
+    _expect_value_error(lambda: activation.silu_and_mul(_randn(3, 7)), "even")
+
+
+def check_gelu_and_mul_sparse() -> None:
+    from vllm_platform_template.kernels.triton import activation
+
+    for approximate in ("none", "tanh"):
+        for shape, mult in (((7, 2 * 13), 0.5), ((3, 4, 2 * 100), 1.6448), ((2, 2 * 1000), -0.3)):
+            x = _randn(*shape)
+            torch.testing.assert_close(
+                activation.gelu_and_mul_sparse(x, mult, approximate),
+                native_gelu_and_mul_sparse(x, mult, approximate),
+                atol=1e-5,
+                rtol=1e-5,
+            )
+        for dtype in (torch.bfloat16, torch.float16):
+            x = _randn(5, 2 * 96, dtype=dtype)
+            expected = native_gelu_and_mul_sparse(x.float(), 1.0, approximate).to(dtype)
+            got = activation.gelu_and_mul_sparse(x, 1.0, approximate)
+            torch.testing.assert_close(got, expected, **_tol(dtype))
+    x = _randn(4, 2 * 300)
+    saved = activation.GELU_MAX_SINGLE_PASS_BLOCK, activation.GELU_MULTI_PASS_BLOCK
+    activation.GELU_MAX_SINGLE_PASS_BLOCK, activation.GELU_MULTI_PASS_BLOCK = 64, 64
+    try:
+        torch.testing.assert_close(
+            activation.gelu_and_mul_sparse(x, 0.7),
+            native_gelu_and_mul_sparse(x, 0.7),
+            atol=1e-5,
+            rtol=1e-5,
+        )
+    finally:
+        activation.GELU_MAX_SINGLE_PASS_BLOCK, activation.GELU_MULTI_PASS_BLOCK = saved
+    _expect_value_error(lambda: activation.gelu_and_mul_sparse(x, 1.0, "fast"), "approximate")
+
+
+ROTARY_CASES = (
+    # num_tokens, num_heads, num_kv_heads, head_size, rotary_dim
+    (5, 4, 2, 64, 64),
+    (7, 3, 1, 40, 24),  # rotary_dim < head_size, heads not a power of two
+    (3, 16, 16, 128, 128),
+)
+
+
+def _rotary_expected(positions, query, key, head_size, cos_sin_cache, neox):
+    """Reference on upcast inputs, the cache first cast to the query dtype (as the kernel)."""
+    from vllm_platform_template.kernels import reference
+
+    dtype = query.dtype
+    q, k = reference.rotary_embedding(
+        positions,
+        query.float(),
+        key.float() if key is not None else None,
+        head_size,
+        cos_sin_cache.to(dtype).float(),
+        neox,
+    )
+    return q.to(dtype), (k.to(dtype) if k is not None else None)
+
+
+def check_rotary_embedding() -> None:
+    from vllm_platform_template.kernels import reference
+    from vllm_platform_template.kernels.triton.rotary import rotary_embedding_
+
+    for neox in (True, False):
+        for num_tokens, hq, hkv, head_size, rot in ROTARY_CASES:
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                positions = torch.randint(0, 50, (num_tokens,), generator=_gen())
+                # The cache in the model dtype (as vLLM keeps it): the interpreter's
+                # truncating fp32 -> bf16 cast would otherwise perturb cos/sin.
+                cache = _randn(50, rot, dtype=dtype, seed=3)
+                qkv = _randn(num_tokens, (hq + 2 * hkv) * head_size, dtype=dtype)
+                q, k, _ = qkv.split([hq * head_size, hkv * head_size, hkv * head_size], dim=-1)
+                if dtype == torch.float32:
+                    eq, ek = reference.rotary_embedding(positions, q, k, head_size, cache, neox)
+                else:
+                    eq, ek = _rotary_expected(positions, q, k, head_size, cache, neox)
+                out_q, out_k = rotary_embedding_(positions, q, k, head_size, cache, neox)
+                assert out_q is q and out_k is k
+                torch.testing.assert_close(q, eq, **_tol(dtype))
+                torch.testing.assert_close(k, ek, **_tol(dtype))
+    # key None, int32 positions, 3-D query
+    positions = torch.tensor([3, 0, 9], dtype=torch.int32)
+    q = _randn(3, 2, 32)
+    eq, _ = reference.rotary_embedding(positions, q, None, 32, _randn(10, 16, seed=4), True)
+    _, none_key = rotary_embedding_(positions, q, None, 32, _randn(10, 16, seed=4), True)
+    assert none_key is None
+    torch.testing.assert_close(q, eq)
+    empty = torch.empty(0, 64)
+    rotary_embedding_(torch.empty(0, dtype=torch.int64), empty, empty, 32, _randn(4, 32), True)
+
+
+def check_rotary_embedding_and_cache() -> None:
+    from vllm_platform_template.kernels.triton.rotary import rotary_embedding_and_cache_
+
+    for neox in (True, False):
+        for block_size in (16, 32):
+            for num_tokens, hq, hkv, head_size, rot in ROTARY_CASES:
+                num_blocks = 3
+                kv_cache = torch.full((num_blocks, hkv, block_size, 2 * head_size), float("nan"))
+                key_cache, value_cache = split_kv_cache(kv_cache)
+                slots = torch.randperm(num_blocks * block_size, generator=_gen())[:num_tokens]
+                slots[0] = -1  # padding token: must not be written
+                positions = torch.randint(0, 50, (num_tokens,), generator=_gen(1))
+                cache = _randn(50, rot, seed=3)
+                qkv = _randn(num_tokens, (hq + 2 * hkv) * head_size)
+                q, k, v = qkv.split([hq * head_size, hkv * head_size, hkv * head_size], dim=-1)
+                eq, ek = _rotary_expected(positions, q, k, head_size, cache, neox)
+                rotary_embedding_and_cache_(
+                    positions, q, k, v, head_size, cache, neox, key_cache, value_cache, slots
+                )
+                torch.testing.assert_close(q, eq)
+                torch.testing.assert_close(k, ek)
+                expected_kv = torch.full_like(kv_cache, float("nan"))
+                exp_k, exp_v = split_kv_cache(expected_kv)
+                ref_reshape_and_cache(
+                    ek.view(num_tokens, hkv, head_size),
+                    v.reshape(num_tokens, hkv, head_size),
+                    exp_k,
+                    exp_v,
+                    slots,
+                )
+                torch.testing.assert_close(kv_cache, expected_kv, equal_nan=True)
+
+
+def check_rotary_rejects_bad_inputs() -> None:
+    from vllm_platform_template.kernels.triton.rotary import rotary_embedding_
+
+    pos = torch.zeros(2, dtype=torch.int64)
+    q = _randn(2, 64)
+    _expect_value_error(
+        lambda: rotary_embedding_(pos, q, None, 32, _randn(8, 40), True), "rotary_dim"
+    )
+    _expect_value_error(lambda: rotary_embedding_(pos, q, None, 30, _randn(8, 16), True), "query")
+    _expect_value_error(
+        lambda: rotary_embedding_(pos.float(), q, None, 32, _randn(8, 16), True), "positions"
+    )
+    _expect_value_error(
+        lambda: rotary_embedding_(pos, q, q.half(), 32, _randn(8, 16), True), "key dtype"
+    )
+
+
+def check_reshape_and_cache() -> None:
+    from vllm_platform_template.kernels.triton.paged_attention import reshape_and_cache_
+
+    for dtype in (torch.float32, torch.bfloat16):
+        for block_size in (16, 32):
+            num_tokens, hkv, head_size, num_blocks = 21, 3, 40, 4
+            kv_cache = torch.full(
+                (num_blocks, hkv, block_size, 2 * head_size), float("nan"), dtype=dtype
+            )
+            key_cache, value_cache = split_kv_cache(kv_cache)
+            expected = kv_cache.clone()
+            exp_k, exp_v = split_kv_cache(expected)
+            slots = torch.randperm(num_blocks * block_size, generator=_gen())[: num_tokens + 3]
+            slots[[2, 5]] = -1
+            kv = _randn(num_tokens, 2 * hkv, head_size + 8, dtype=dtype)  # strided heads/tokens
+            key, value = kv[:, :hkv, :head_size], kv[:, hkv:, :head_size]
+            reshape_and_cache_(key, value, key_cache, value_cache, slots)
+            ref_reshape_and_cache(key, value, exp_k, exp_v, slots)
+            torch.testing.assert_close(kv_cache, expected, equal_nan=True, rtol=0, atol=0)
+    _expect_value_error(
+        lambda: reshape_and_cache_(key, value, key_cache.float(), value_cache, slots), "dtype"
+    )
+    _expect_value_error(
+        lambda: reshape_and_cache_(key, value, key_cache, value_cache, slots[:3]), "slot_mapping"
+    )
+
+
+ATTENTION_CASES = (
+    # q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size
+    ((1, 5, 1, 17), (9, 40, 33, 17), 8, 2, 64, 16),  # mixed prefill/decode, GQA 4
+    ((3, 1), (70, 5), 4, 4, 40, 32),  # MHA, head size not a power of two
+    ((30, 2, 0), (40, 90, 12), 6, 2, 32, 16),  # GQA 3, a request with no query
+    ((12,), (12,), 2, 1, 16, 32),  # prefill without context
+)
+
+
+def check_paged_attention_mixed_batch_fp32() -> None:
+    for q_lens, seq_lens, hq, hkv, head_size, block_size in ATTENTION_CASES:
+        batch = _paged_batch(q_lens, seq_lens, hq, hkv, head_size, block_size, torch.float32)
+        out = _run_attention(batch, max(q_lens), max(seq_lens))
+        torch.testing.assert_close(out, _ref_attention(batch))
+
+
+def check_paged_attention_decode_splits() -> None:
+    seq_lens = (100, 3, 64, 33)
+    for hq, hkv, head_size, block_size in ((8, 2, 64, 16), (6, 2, 32, 32), (8, 1, 16, 16)):
+        batch = _paged_batch(
+            (1,) * len(seq_lens), seq_lens, hq, hkv, head_size, block_size, torch.float32
+        )
+        expected = _ref_attention(batch)
+        for splits in (None, 1, 3, 8):
+            out = _run_attention(batch, 1, max(seq_lens), decode_splits=splits)
+            torch.testing.assert_close(out, expected)
+
+
+def check_paged_attention_fp16() -> None:
+    for q_lens, seq_lens, hq, hkv, head_size, block_size in ATTENTION_CASES[:2]:
+        batch = _paged_batch(q_lens, seq_lens, hq, hkv, head_size, block_size, torch.float16)
+        out = _run_attention(batch, max(q_lens), max(seq_lens))
+        torch.testing.assert_close(out, _ref_attention(batch), atol=5e-3, rtol=5e-3)
+    batch = _paged_batch((1, 1), (50, 7), 8, 2, 64, 16, torch.float16)
+    out = _run_attention(batch, 1, 50, decode_splits=2)
+    torch.testing.assert_close(out, _ref_attention(batch), atol=5e-3, rtol=5e-3)
+
+
+def check_paged_attention_bf16() -> None:
+    pytest.skip(
+        "Triton 3.9's interpreter computes tl.dot on bfloat16 operands from their raw bits "
+        "(numpy has no bfloat16); bf16 attention is covered by tests/gpu/test_triton_kernels.py"
+    )
+
+
+def check_paged_attention_leaves_padding_and_rejects_bad_inputs() -> None:
+    from vllm_platform_template.kernels.triton.paged_attention import paged_attention
+
+    batch = _paged_batch((2, 1), (10, 4), 4, 2, 16, 16, torch.float32)
+    query = batch["query"]
+    padded = torch.cat([query, _randn(2, 4, 16)])  # two padding tokens past query_start_loc[-1]
+    output = torch.full_like(padded, 7.0)
+    args = (batch["key_cache"], batch["value_cache"])
+    meta = (batch["block_table"], batch["seq_lens"], batch["query_start_loc"], 0.25)
+    paged_attention(padded, *args, output, *meta, 2, 10)
+    assert torch.all(output[3:] == 7.0)
+    assert not torch.isnan(output[:3]).any()
+    out = torch.empty_like(query)
+    _expect_value_error(
+        lambda: paged_attention(query[:, :3], *args, out[:, :3], *meta, 2, 10), "multiple"
+    )
+    _expect_value_error(
+        lambda: paged_attention(query.half(), *args, out.half(), *meta, 2, 10), "dtype"
+    )
+    _expect_value_error(
+        lambda: paged_attention(query, *args, out[:2], *meta, 2, 10), "output has shape"
+    )
+    bad_meta = (batch["block_table"].float(), *meta[1:])
+    _expect_value_error(lambda: paged_attention(query, *args, out, *bad_meta, 2, 10), "block_table")
+    empty = query[:0]
+    assert paged_attention(empty, *args, out, *meta, 0, 10) is out
+
+
+CHECKS: dict[str, Callable[[], None]] = {
+    name.removeprefix("check_"): fn
+    for name, fn in dict(globals()).items()
+    if name.startswith("check_") and callable(fn)
+}
+
+
+# ---------------------------------------------------------------------------
+# Child side: run checks under TRITON_INTERPRET=1 and print one JSON report
+# ---------------------------------------------------------------------------
+
+
+def _child_main(names: list[str]) -> int:
+    report: dict[str, dict[str, str]] = {}
+    for name in names:
+        try:
+            CHECKS[name]()
+            report[name] = {"status": "passed", "detail": ""}
+        except pytest.skip.Exception as exc:
+            report[name] = {"status": "skipped", "detail": str(exc)}
+        except BaseException:
+            report[name] = {"status": "failed", "detail": traceback.format_exc()}
+    print(REPORT_MARK + json.dumps(report), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Parent side: one pytest test per check
+# ---------------------------------------------------------------------------
+
+
+def _triton_importable() -> str | None:
+    try:
+        import triton  # noqa: F401
+    except Exception as exc:
+        return f"triton is not importable: {exc}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def interpreter_report(request: pytest.FixtureRequest) -> dict[str, dict[str, str]]:
+    problem = _triton_importable()
+    if problem:
+        pytest.skip(problem)
+    this_file = Path(__file__).resolve()
+    selected = [
+        item.callspec.params["name"]
+        for item in request.session.items
+        if Path(str(item.fspath)).resolve() == this_file and hasattr(item, "callspec")
+    ] or list(CHECKS)
+    python_path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", PYTHONPATH=python_path)
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(this_file), *selected],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"interpreter child timed out after {CHILD_TIMEOUT_S}s: {exc.stderr}")
+    for line in proc.stdout.splitlines():
+        if line.startswith(REPORT_MARK):
+            return json.loads(line[len(REPORT_MARK) :])
+    pytest.fail(
+        f"interpreter child exited {proc.returncode} without a report\n"
+        f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_interpreted(name: str, interpreter_report: dict[str, dict[str, str]]) -> None:
+    result = interpreter_report.get(name)
+    assert result is not None, f"check {name} did not run in the interpreter child"
+    if result["status"] == "skipped":
+        pytest.skip(result["detail"])
+    if result["status"] == "failed":
+        pytest.fail(f"check {name} failed under TRITON_INTERPRET=1:\n{result['detail']}")
+
+
+def test_triton_available_never_raises() -> None:
+    from vllm_platform_template.kernels.triton import triton_available
+
+    ok, reason = triton_available()
+    assert isinstance(ok, bool) and isinstance(reason, str) and reason
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:] or list(CHECKS)))

@@ -1,0 +1,84 @@
+"""The ``TEMPLATE_ATTN`` attention backend class: what it supports and where its parts are.
+
+vLLM hook served: the qualname returned by ``Platform.get_attn_backend_cls`` is
+resolved to this class; vLLM reads its capabilities (dtypes, block and head
+sizes, KV layout, features), asks ``validate_configuration`` whether a layer
+can run on it, and builds the layer's impl and metadata builder from
+``get_impl_cls``/``get_builder_cls``. ``get_name()`` must be an
+``AttentionBackendEnum`` member (``Attention.__init__`` looks it up), which
+``registration.register_attention_backend`` arranges.
+
+Capabilities are those every kernel path serves (CPU kernels, reference,
+Triton): causal decoder attention, grouped-query heads, unquantized KV cache.
+Everything else keeps the base class's ``False``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+from vllm.v1.attention.backend import AttentionBackend, MultipleOf
+from vllm.v1.kv_cache_interface import KVCacheLayout
+
+from vllm_platform_template.attention.impl import BACKEND_NAME, TemplateAttentionImpl
+from vllm_platform_template.attention.metadata import (
+    TemplateAttentionMetadata,
+    TemplateAttentionMetadataBuilder,
+)
+from vllm_platform_template.kernels.paged_attention.cpu import SUPPORTED_HEAD_SIZES
+
+if TYPE_CHECKING:
+    from vllm.config.cache import CacheDType
+    from vllm.v1.kv_cache_interface import KVCacheSpec
+
+__all__ = [
+    "BACKEND_NAME",
+    "TemplateAttentionBackend",
+    "TemplateAttentionImpl",
+    "TemplateAttentionMetadata",
+    "TemplateAttentionMetadataBuilder",
+]
+
+
+class TemplateAttentionBackend(AttentionBackend):
+    """Paged causal attention over an LBHNC KV cache, KV write as a separate op."""
+
+    # vLLM calls impl.do_kv_cache_update (its own graph-split op) before forward.
+    forward_includes_kv_cache_update: bool = False
+    supported_dtypes: ClassVar[list[torch.dtype]] = [
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+    ]
+    supported_kv_cache_dtypes: ClassVar[list[CacheDType]] = ["auto"]
+
+    @staticmethod
+    def get_name() -> str:
+        return BACKEND_NAME
+
+    @staticmethod
+    def get_impl_cls() -> type[TemplateAttentionImpl]:
+        return TemplateAttentionImpl
+
+    @staticmethod
+    def get_builder_cls() -> type[TemplateAttentionMetadataBuilder]:
+        return TemplateAttentionMetadataBuilder
+
+    @staticmethod
+    def get_supported_kernel_block_sizes(
+        kv_cache_spec: KVCacheSpec | None = None,
+    ) -> list[int | MultipleOf]:
+        # vLLM's CPU kernels take multiples of 16 (the "vec16" ISA below 32; Arm
+        # needs 32, where the CPU path falls back to the reference).
+        return [MultipleOf(16)]
+
+    @classmethod
+    def get_supported_head_sizes(cls) -> list[int]:
+        return list(SUPPORTED_HEAD_SIZES)
+
+    @classmethod
+    def supported_kv_cache_layouts(cls) -> tuple[KVCacheLayout, ...]:
+        # Per layer [num_blocks, num_kv_heads, block_size, 2 * head_size]: each
+        # (block, kv head) page holds a key slab then a value slab.
+        return (KVCacheLayout.LBHNC,)

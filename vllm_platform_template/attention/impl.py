@@ -1,0 +1,212 @@
+"""The attention computation of ``TEMPLATE_ATTN``: KV write and paged attention.
+
+vLLM hook served: ``AttentionBackend.get_impl_cls()``. Each ``Attention`` layer
+builds one ``TemplateAttentionImpl``. Because the backend declares
+``forward_includes_kv_cache_update = False``, vLLM calls
+``do_kv_cache_update(layer, key, value, kv_cache, slot_mapping)`` (the
+``vllm::unified_kv_cache_update`` op) before ``forward`` (the
+``vllm::unified_attention_with_output`` op); both are graph-split points, so
+attention runs eagerly between compiled pieces.
+
+Each call dispatches to one kernel path (``paths``): vLLM's CPU kernels, the
+plain-torch reference, or the Triton kernels (CUDA tensors; imported lazily so
+CPU installs never import Triton). Features the kernels do not implement are
+rejected when the layer is built, naming the feature.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from vllm.config import get_current_vllm_config_or_none
+from vllm.v1.attention.backend import AttentionImpl, AttentionLayer, AttentionType
+
+from vllm_platform_template.attention.metadata import TemplateAttentionMetadata
+from vllm_platform_template.attention.paths import (
+    CPU_KERNELS,
+    TRITON,
+    resolve_attention_path,
+)
+from vllm_platform_template.kernels.paged_attention import cpu as cpu_kernels
+from vllm_platform_template.kernels.paged_attention import reference
+from vllm_platform_template.platform_plugin.options import parse_options
+
+BACKEND_NAME = "TEMPLATE_ATTN"
+
+
+def unsupported_features(
+    *,
+    alibi_slopes: list[float] | None,
+    sliding_window: int | None,
+    kv_cache_dtype: str,
+    logits_soft_cap: float | None,
+    attn_type: str,
+    extra_impl_args: dict[str, Any],
+) -> list[str]:
+    """Names of the requested features ``TEMPLATE_ATTN`` does not implement."""
+    problems = []
+    if alibi_slopes is not None:
+        problems.append("ALiBi slopes")
+    if sliding_window is not None:
+        problems.append(f"sliding window ({sliding_window})")
+    if kv_cache_dtype != "auto":
+        problems.append(f"kv_cache_dtype {kv_cache_dtype!r} (only 'auto')")
+    if logits_soft_cap:
+        problems.append(f"logits soft cap ({logits_soft_cap})")
+    if attn_type != AttentionType.DECODER:
+        problems.append(f"attention type {attn_type!r} (decoder only)")
+    for name, value in extra_impl_args.items():
+        if value is not None:
+            problems.append("attention sinks" if name == "sinks" else f"argument {name!r}")
+    return problems
+
+
+class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
+    """Causal decoder attention over the paged KV cache, grouped-query heads."""
+
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        scale: float,
+        num_kv_heads: int | None = None,
+        alibi_slopes: list[float] | None = None,
+        sliding_window: int | None = None,
+        kv_cache_dtype: str = "auto",
+        logits_soft_cap: float | None = None,
+        attn_type: str = AttentionType.DECODER,
+        kv_sharing_target_layer_name: str | None = None,
+        **extra_impl_args: Any,
+    ) -> None:
+        problems = unsupported_features(
+            alibi_slopes=alibi_slopes,
+            sliding_window=sliding_window,
+            kv_cache_dtype=kv_cache_dtype,
+            logits_soft_cap=logits_soft_cap,
+            attn_type=attn_type,
+            extra_impl_args=extra_impl_args,
+        )
+        if problems:
+            raise NotImplementedError(
+                f"{BACKEND_NAME} does not support {', '.join(problems)}; run this model on "
+                "another attention backend"
+            )
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_kv_heads if num_kv_heads is not None else num_heads
+        if self.num_heads % self.num_kv_heads != 0:
+            raise ValueError(
+                f"{BACKEND_NAME}: num_heads ({num_heads}) must be a multiple of num_kv_heads "
+                f"({self.num_kv_heads})"
+            )
+        self.kv_cache_dtype = kv_cache_dtype
+        self.attn_type = attn_type
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        vllm_config = get_current_vllm_config_or_none()
+        self.requested_path: str = parse_options(
+            vllm_config.additional_config if vllm_config is not None else None
+        ).attention
+
+    def _path(self, kv_cache: torch.Tensor) -> str:
+        """The path for this cache: same inputs as the builder's, hence the same answer."""
+        return resolve_attention_path(
+            kv_cache.device.type,
+            self.requested_path,
+            kv_cache.dtype,
+            kv_cache.shape[2],
+            self.head_size,
+        )
+
+    def do_kv_cache_update(
+        self,
+        layer: torch.nn.Module,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        """Write this step's keys/values (``[T, Hkv, D]``) into the layer's paged cache."""
+        key_cache, value_cache = reference.split_kv_cache(kv_cache)
+        path = self._path(kv_cache)
+        if path == CPU_KERNELS:
+            isa = cpu_kernels.isa_for(kv_cache.dtype, kv_cache.shape[2], self.head_size)
+            cpu_kernels.reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping, isa)
+        elif path == TRITON:
+            from vllm_platform_template.kernels.triton import paged_attention as triton_kernels
+
+            triton_kernels.reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping)
+        else:
+            reference.reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping)
+
+    def forward(
+        self,
+        layer: AttentionLayer,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        attn_metadata: TemplateAttentionMetadata | None,
+        output: torch.Tensor,
+        output_scale: torch.Tensor | None = None,
+        output_block_scale: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attention for ``query`` ``[T, Hq, D]`` into ``output`` ``[T, Hq, D]``.
+
+        ``attn_metadata`` is None in vLLM's profile, warm-up and capture runs:
+        nothing to compute. Rows from ``num_actual_tokens`` on are padding.
+        """
+        if output_scale is not None or output_block_scale is not None:
+            raise NotImplementedError(f"{BACKEND_NAME} does not support fused output quantization")
+        if attn_metadata is None:
+            return output
+        path = attn_metadata.path
+        if path != self._path(kv_cache):
+            raise RuntimeError(
+                f"{BACKEND_NAME}: the metadata builder chose the {path!r} path but this layer's "
+                f"cache needs {self._path(kv_cache)!r}; builder and layer configs disagree"
+            )
+        n = attn_metadata.num_actual_tokens
+        key_cache, value_cache = reference.split_kv_cache(kv_cache)
+        md = attn_metadata
+        if path == CPU_KERNELS:
+            assert md.scheduler_metadata is not None
+            cpu_kernels.paged_attention(
+                query[:n],
+                key_cache,
+                value_cache,
+                output[:n],
+                md.block_table,
+                md.seq_lens,
+                md.query_start_loc,
+                self.scale,
+                md.scheduler_metadata,
+            )
+        elif path == TRITON:
+            from vllm_platform_template.kernels.triton import paged_attention as triton_kernels
+
+            triton_kernels.paged_attention(
+                query[:n],
+                key_cache,
+                value_cache,
+                output[:n],
+                md.block_table,
+                md.seq_lens,
+                md.query_start_loc,
+                self.scale,
+                md.max_query_len,
+                md.max_seq_len,
+            )
+        else:
+            reference.paged_attention(
+                query[:n],
+                key_cache,
+                value_cache,
+                output[:n],
+                md.block_table,
+                md.seq_lens,
+                md.query_start_loc,
+                self.scale,
+            )
+        return output

@@ -1,0 +1,130 @@
+"""``vllm-template new NAME``: start a plugin for a new device from this template.
+
+Copies this project (package, tests, benchmarks, tools, docs, packaging) into
+``--out`` (default ``./vllm-NAME``) and renames every identity consistently:
+
+=====================================  ==================================
+template                               NAME = acme
+=====================================  ==================================
+distribution ``vllm-platform-template``  ``vllm-acme``
+package ``vllm_platform_template``       ``vllm_acme``
+entry point / options key ``template``   ``acme``
+device setting ``VLLM_TEMPLATE_DEVICE``  ``VLLM_ACME_DEVICE``
+command ``vllm-template``                ``vllm-acme``
+providers ``template_cpu`` ...           ``acme_cpu`` ...
+ops ``torch.ops.template.*``             ``torch.ops.acme.*``
+classes ``TemplateCpuPlatform`` ...      ``AcmeCpuPlatform`` ...
+attention backend ``TEMPLATE_ATTN``      ``ACME_ATTN``
+=====================================  ==================================
+
+The reference backends are kept, so the new project installs and passes its
+own tests at once; ``docs/porting-guide.md`` says what to change next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import vllm_platform_template
+
+COPIED = ("vllm_platform_template", "tests", "benchmarks", "tools", "docs", ".ci")
+COPIED_FILES = ("pyproject.toml", "tox.ini", "README.md", ".gitignore")
+SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".venv"}
+TEXT_SUFFIXES = {".py", ".toml", ".ini", ".md", ".txt", ".cfg", ".json", ".sh", ""}
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{1,30}$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="short device name: lowercase letters and digits, e.g. acme")
+    parser.add_argument("--out", type=Path, help="target directory (default ./vllm-NAME)")
+
+
+def project_root() -> Path:
+    """The source tree of this template (``new`` copies from a clone, not from a wheel)."""
+    root = Path(vllm_platform_template.__file__).resolve().parent.parent
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file() or 'name = "vllm-platform-template"' not in pyproject.read_text():
+        raise SystemExit(
+            f"vllm-template new copies the project's source tree, which is not next to {root}. "
+            "Run it from a clone installed with `pip install -e .` (the README's set-up does this)."
+        )
+    return root
+
+
+def renamer(name: str) -> Callable[[str], str]:
+    """A function that rewrites template identities to ``name`` in a text."""
+    title = name.capitalize()
+    upper = name.upper()
+    replacements: list[tuple[re.Pattern[str], str]] = [
+        (re.compile(r"vllm_platform_template"), f"vllm_{name}"),
+        (re.compile(r"vllm-platform-template"), f"vllm-{name}"),
+        (re.compile(r"VLLM_TEMPLATE_"), f"VLLM_{upper}_"),
+        (re.compile(r"vllm-template"), f"vllm-{name}"),
+        (re.compile(r"TEMPLATE_ATTN"), f"{upper}_ATTN"),
+        (re.compile(r"\bTemplate(?=[A-Z])"), title),
+        (re.compile(r"\btemplate_(?=[a-z])"), f"{name}_"),
+        (re.compile(r"template::"), f"{name}::"),
+        (re.compile(r"ops\.template\b"), f"ops.{name}"),
+        (re.compile(r"vllm\.template\b"), f"vllm.{name}"),
+        (re.compile(r"(['\"])template\1"), rf"\g<1>{name}\g<1>"),
+        (re.compile(r"^template = ", re.MULTILINE), f"{name} = "),
+    ]
+
+    def rename(text: str) -> str:
+        for pattern, replacement in replacements:
+            text = pattern.sub(replacement, text)
+        return text
+
+    return rename
+
+
+def _copy_tree(src: Path, dst: Path, rename: Callable[[str], str]) -> int:
+    count = 0
+    for path in sorted(src.rglob("*")):
+        if SKIPPED_PARTS & set(path.parts) or path.is_dir():
+            continue
+        target = dst / rename(str(path.relative_to(src)))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix in TEXT_SUFFIXES:
+            target.write_text(rename(path.read_text()))
+            target.chmod(path.stat().st_mode)
+        else:
+            shutil.copy2(path, target)
+        count += 1
+    return count
+
+
+def generate(name: str, out: Path) -> Path:
+    """Write the new project to ``out``; returns it."""
+    if not NAME_PATTERN.match(name) or name == "template":
+        raise SystemExit(
+            f"invalid name {name!r}: use 2-31 lowercase letters/digits, starting with a letter"
+        )
+    if out.exists() and any(out.iterdir()):
+        raise SystemExit(f"{out} exists and is not empty; choose another --out")
+    root = project_root()
+    rename = renamer(name)
+    out.mkdir(parents=True, exist_ok=True)
+    files = 0
+    for entry in COPIED:
+        if (root / entry).exists():
+            files += _copy_tree(root / entry, out / rename(entry), rename)
+    for entry in COPIED_FILES:
+        if (root / entry).exists():
+            (out / entry).write_text(rename((root / entry).read_text()))
+            files += 1
+    print(f"wrote {files} files to {out}")
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    out = generate(args.name, args.out or Path(f"vllm-{args.name}"))
+    print(
+        f"next: cd {out} && python -m pip install tox && tox -e test   "
+        "(then follow docs/porting-guide.md)"
+    )
+    return 0

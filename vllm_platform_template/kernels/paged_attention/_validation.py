@@ -1,0 +1,116 @@
+"""Host-side input checks shared by the paged-attention paths (no vLLM import).
+
+Each check raises ``ValueError`` naming the operation, the argument and what to
+change, so a wrong call fails before any kernel touches memory. The checks read
+shapes and dtypes only (no device synchronisation).
+"""
+
+from __future__ import annotations
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def check_dtype(op: str, name: str, t: torch.Tensor, dtypes: tuple[torch.dtype, ...]) -> None:
+    """``t.dtype`` is one of ``dtypes``, else ``ValueError``."""
+    if t.dtype not in dtypes:
+        allowed = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+        hint = f"; pass {name}.to(torch.{allowed})" if len(dtypes) == 1 else ""
+        raise ValueError(f"{op}: {name} has dtype {t.dtype}, expected {allowed}{hint}")
+
+
+def check_dim(op: str, name: str, t: torch.Tensor, ndim: int, shape_doc: str) -> None:
+    """``t.dim() == ndim``, else ``ValueError`` quoting the expected shape."""
+    if t.dim() != ndim:
+        raise ValueError(f"{op}: {name} must be {shape_doc}, got shape {tuple(t.shape)}")
+
+
+def check_kv_write(
+    op: str,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Arguments of ``reshape_and_cache_``: shapes agree, slot_mapping is int64."""
+    check_dim(op, "key", key, 3, "[num_tokens, num_kv_heads, head_size]")
+    check_dim(op, "key_cache", key_cache, 4, "[num_blocks, num_kv_heads, block_size, head_size]")
+    if value.shape != key.shape:
+        raise ValueError(f"{op}: value shape {tuple(value.shape)} != key {tuple(key.shape)}")
+    if value_cache.shape != key_cache.shape:
+        raise ValueError(
+            f"{op}: value_cache shape {tuple(value_cache.shape)} != key_cache "
+            f"{tuple(key_cache.shape)}"
+        )
+    if key.shape[1:] != (key_cache.shape[1], key_cache.shape[3]):
+        raise ValueError(
+            f"{op}: key has (num_kv_heads, head_size) = {tuple(key.shape[1:])} but the cache "
+            f"holds {(key_cache.shape[1], key_cache.shape[3])}"
+        )
+    check_dtype(op, "slot_mapping", slot_mapping, (torch.int64,))
+    check_dim(op, "slot_mapping", slot_mapping, 1, "[num_tokens]")
+    if slot_mapping.shape[0] > key.shape[0]:
+        raise ValueError(
+            f"{op}: slot_mapping has {slot_mapping.shape[0]} entries but key only "
+            f"{key.shape[0]} tokens; one slot per token (-1 = skip)"
+        )
+    check_dtype(op, "key", key, FLOAT_DTYPES)
+    check_dtype(op, "key_cache", key_cache, FLOAT_DTYPES)
+
+
+def check_attention(
+    op: str,
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    output: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+) -> None:
+    """Arguments of ``paged_attention``: shapes agree, index tensors are int32."""
+    check_dim(op, "query", query, 3, "[num_tokens, num_heads, head_size]")
+    check_dim(op, "key_cache", key_cache, 4, "[num_blocks, num_kv_heads, block_size, head_size]")
+    if value_cache.shape != key_cache.shape:
+        raise ValueError(
+            f"{op}: value_cache shape {tuple(value_cache.shape)} != key_cache "
+            f"{tuple(key_cache.shape)}"
+        )
+    if output.shape != query.shape:
+        raise ValueError(
+            f"{op}: output shape {tuple(output.shape)} != query {tuple(query.shape)}; "
+            "slice both to the same number of tokens"
+        )
+    num_heads, head_size = query.shape[1], query.shape[2]
+    num_kv_heads = key_cache.shape[1]
+    if key_cache.shape[3] != head_size:
+        raise ValueError(
+            f"{op}: query head_size {head_size} != cache head_size {key_cache.shape[3]}"
+        )
+    if num_kv_heads == 0 or num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"{op}: num_heads ({num_heads}) must be a multiple of num_kv_heads "
+            f"({num_kv_heads}) for grouped-query attention"
+        )
+    check_dtype(op, "query", query, FLOAT_DTYPES)
+    check_dtype(op, "output", output, FLOAT_DTYPES)
+    check_dtype(op, "key_cache", key_cache, FLOAT_DTYPES)
+    for name, t, ndim, doc in (
+        ("block_table", block_table, 2, "[num_reqs, max_blocks_per_req]"),
+        ("seq_lens", seq_lens, 1, "[num_reqs]"),
+        ("query_start_loc", query_start_loc, 1, "[num_reqs + 1]"),
+    ):
+        check_dtype(op, name, t, (torch.int32,))
+        check_dim(op, name, t, ndim, doc)
+    num_reqs = seq_lens.shape[0]
+    if query_start_loc.shape[0] != num_reqs + 1:
+        raise ValueError(
+            f"{op}: query_start_loc has {query_start_loc.shape[0]} entries, expected "
+            f"num_reqs + 1 = {num_reqs + 1}"
+        )
+    if block_table.shape[0] < num_reqs:
+        raise ValueError(
+            f"{op}: block_table has {block_table.shape[0]} rows for {num_reqs} requests"
+        )

@@ -1,0 +1,797 @@
+"""Paged attention over the plugin's KV cache, and the cache write.
+
+Cache layout: each layer owns ``kv_cache[num_blocks, num_kv_heads, block_size,
+2 * head_size]``, split as::
+
+    kv = kv_cache.view(num_blocks, num_kv_heads, 2 * block_size, head_size)
+    key_cache, value_cache = kv.chunk(2, dim=2)   # each [B, Hkv, N, D], strided views
+
+with token ``t`` of a block at row ``t`` ("plain" layout). A token's slot is
+``block_id * block_size + offset``.
+
+- :func:`reshape_and_cache_` writes ``key``/``value`` ``[T, Hkv, D]`` at
+  ``slot_mapping[:T]``; slots outside the cache (-1 for padding) are skipped.
+- :func:`paged_attention` computes causal attention for a mixed batch of
+  prefills and decodes. Request ``r`` owns queries ``query_start_loc[r] :
+  query_start_loc[r + 1]``; its query ``i`` sits at position ``p = seq_lens[r] -
+  q_len + i`` and attends keys ``0..p`` (read through ``block_table[r]``). Query
+  head ``h`` uses KV head ``h // (Hq // Hkv)``. Softmax is online (flash-attention
+  style), accumulated in float32; key positions past the causal bound or
+  ``seq_len`` are never loaded, so stale data (even NaN) in unused cache slots
+  cannot leak into the output.
+
+Two kernels do the attention. The general one packs ``BLOCK_Q`` query tokens x
+all ``Hq // Hkv`` heads of one KV head into a ``BLOCK_M``-row tile (so each K/V
+tile is loaded once for the whole head group) and walks the keys in
+``TILE_N`` steps, gathering each key's block from the block table; its flat grid
+maps programs to requests by a binary search over ``query_start_loc``. When every
+request decodes one token (``max_query_len == 1``) a split-KV kernel runs
+instead: each (request, KV head) is split into ``num_splits`` key ranges run in
+parallel, and a small kernel merges the partial softmax results.
+
+Correctness never depends on ``max_query_len``/``max_seq_len`` beyond
+``max_query_len == 1`` meaning all-decode: the kernels read the real lengths
+from ``seq_lens``/``query_start_loc`` (so CUDA-graph replays with other lengths
+stay correct); the two maxima only pick tile sizes and the split count.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from vllm_platform_template.kernels.triton import (
+    check_dtype,
+    check_last_dim_contiguous,
+    check_launch_device,
+    is_interpreted,
+    next_power_of_2,
+)
+
+__all__ = [
+    "AttentionLaunchConfig",
+    "decode_num_splits",
+    "paged_attention",
+    "prefill_launch_config",
+    "reshape_and_cache_",
+]
+
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+INDEX_DTYPES = (torch.int32, torch.int64)
+LOG2E = 1.4426950408889634
+
+DECODE_MIN_KEYS_PER_SPLIT = 256
+"""A decode split covers at least this many keys (fewer splits for short contexts)."""
+
+DECODE_MAX_SPLITS = 64
+
+DECODE_PROGRAMS_PER_SM = 2
+"""Decode programs (request x KV head x split) aimed at per multiprocessor."""
+
+DECODE_TILE_N = 64
+"""Keys per step of the decode kernel (32 for head sizes above 128)."""
+
+DECODE_NUM_WARPS = 4
+DECODE_NUM_STAGES = 2
+
+
+# --------------------------------------------------------------------------
+# KV-cache write
+# --------------------------------------------------------------------------
+
+
+@triton.jit
+def _reshape_and_cache_kernel(
+    k_ptr,
+    k_tok_stride,
+    k_head_stride,
+    v_ptr,
+    v_tok_stride,
+    v_head_stride,
+    kc_ptr,
+    kc_block_stride,
+    kc_head_stride,
+    kc_tok_stride,
+    vc_ptr,
+    vc_block_stride,
+    vc_head_stride,
+    vc_tok_stride,
+    slot_ptr,
+    block_size,
+    num_slots,
+    num_kv_heads,
+    head_size,
+    BLOCK_H: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    tok = tl.program_id(0).to(tl.int64)
+    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    d = tl.arange(0, BLOCK_D)
+    # The token's slot, broadcast per head (keeps every mask a block).
+    slot = tl.load(slot_ptr + tok + 0 * heads).to(tl.int64)
+    head_ok = (heads < num_kv_heads) & (slot >= 0) & (slot < num_slots)
+    slot = tl.where(head_ok, slot, 0)
+    blk = slot // block_size
+    off = slot % block_size
+    heads = heads.to(tl.int64)
+    mask = head_ok[:, None] & (d < head_size)[None, :]
+    k = tl.load(
+        k_ptr + (tok * k_tok_stride + heads * k_head_stride)[:, None] + d[None, :], mask=mask
+    )
+    v = tl.load(
+        v_ptr + (tok * v_tok_stride + heads * v_head_stride)[:, None] + d[None, :], mask=mask
+    )
+    kc = kc_ptr + (blk * kc_block_stride + heads * kc_head_stride + off * kc_tok_stride)[:, None]
+    vc = vc_ptr + (blk * vc_block_stride + heads * vc_head_stride + off * vc_tok_stride)[:, None]
+    tl.store(kc + d[None, :], k.to(kc_ptr.dtype.element_ty), mask=mask)
+    tl.store(vc + d[None, :], v.to(vc_ptr.dtype.element_ty), mask=mask)
+
+
+# --------------------------------------------------------------------------
+# Attention kernels
+# --------------------------------------------------------------------------
+
+
+@triton.jit
+def _dot(a, b, IEEE_DOT: tl.constexpr):
+    """``a @ b`` in float32; full-precision products for float32 inputs (no TF32)."""
+    if IEEE_DOT:
+        return tl.dot(a, b, input_precision="ieee")
+    else:
+        return tl.dot(a, b)
+
+
+@triton.jit
+def _attend_tile(
+    q,
+    m_i,
+    l_i,
+    acc,
+    kpos,
+    k_in,
+    visible,
+    bt_row,
+    bt_cols,
+    num_blocks,
+    k_head,
+    kc_block_stride,
+    kc_tok_stride,
+    v_head,
+    vc_block_stride,
+    vc_tok_stride,
+    block_size,
+    d,
+    d_ok,
+    qk_scale,
+    IEEE_DOT: tl.constexpr,
+):
+    """One online-softmax step over keys ``kpos``.
+
+    ``k_in``: keys to load (inside the sequence); the others' block-table entry,
+    K and V are not read (``other=0``), and neither are entries past the table
+    row or block ids outside the cache. ``visible``: [rows, keys] attention
+    mask (a subset of ``k_in``). Logits are in log2 units (``qk_scale``
+    includes log2(e)).
+    """
+    bt_col = kpos // block_size
+    k_in = k_in & (bt_col < bt_cols)
+    blk = tl.load(bt_row + bt_col, mask=k_in, other=0).to(tl.int64)
+    k_in = k_in & (blk >= 0) & (blk < num_blocks)
+    row = kpos % block_size
+    k_off = blk * kc_block_stride + row * kc_tok_stride
+    k_t = tl.load(
+        k_head + k_off[None, :] + d[:, None], mask=k_in[None, :] & d_ok[:, None], other=0.0
+    )
+    s = _dot(q, k_t, IEEE_DOT) * qk_scale
+    s = tl.where(visible & k_in[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    # Rows with nothing visible yet keep m = -inf; shift them by 0 to avoid inf - inf.
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp2(s - m_safe[:, None])
+    alpha = tl.exp2(m_i - m_safe)
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    v_off = blk * vc_block_stride + row * vc_tok_stride
+    v = tl.load(v_head + v_off[:, None] + d[None, :], mask=k_in[:, None] & d_ok[None, :], other=0.0)
+    acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, IEEE_DOT)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _find_request(qsl_ptr, q_block, num_reqs, BLOCK_Q: tl.constexpr):
+    """Request owning flat query block ``q_block``: the last ``r`` with
+    ``query_start_loc[r] // BLOCK_Q + r <= q_block`` (request ``r``'s blocks start there)."""
+    lo: tl.int32 = 0
+    hi: tl.int32 = num_reqs
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tl.load(qsl_ptr + mid) // BLOCK_Q + mid <= q_block:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+@triton.jit
+def _paged_attention_kernel(
+    q_ptr,
+    q_tok_stride,
+    q_head_stride,
+    kc_ptr,
+    kc_block_stride,
+    kc_head_stride,
+    kc_tok_stride,
+    vc_ptr,
+    vc_block_stride,
+    vc_head_stride,
+    vc_tok_stride,
+    out_ptr,
+    out_tok_stride,
+    out_head_stride,
+    bt_ptr,
+    bt_stride,
+    bt_cols,
+    num_blocks,
+    seq_lens_ptr,
+    qsl_ptr,
+    num_reqs,
+    block_size,
+    head_size,
+    qk_scale,
+    GROUP: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    TILE_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    IEEE_DOT: tl.constexpr,
+):
+    q_block = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    req = _find_request(qsl_ptr, q_block, num_reqs, BLOCK_Q)
+    q_start = tl.load(qsl_ptr + req)
+    q_len = tl.load(qsl_ptr + req + 1) - q_start
+    q_block_local = q_block - (q_start // BLOCK_Q + req)
+    if q_block_local * BLOCK_Q >= q_len:
+        return
+    seq_len = tl.load(seq_lens_ptr + req)
+
+    # Row m of the tile: query token m // GROUP of this block, head m % GROUP of the group.
+    m = tl.arange(0, BLOCK_M)
+    q_local = q_block_local * BLOCK_Q + m // GROUP
+    row_ok = (m < BLOCK_Q * GROUP) & (q_local < q_len)
+    heads = (kv_head * GROUP + m % GROUP).to(tl.int64)
+    q_pos = seq_len - q_len + q_local  # absolute position of each row's query
+    d = tl.arange(0, BLOCK_D)
+    d_ok = d < head_size
+    q_tok = (q_start + q_local).to(tl.int64)
+    q_rows = q_ptr + (q_tok * q_tok_stride + heads * q_head_stride)[:, None]
+    q = tl.load(q_rows + d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+
+    # Keys up to the last query of this block (causal).
+    last_q = tl.minimum((q_block_local + 1) * BLOCK_Q, q_len) - 1
+    num_keys = seq_len - q_len + last_q + 1
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    bt_row = bt_ptr + req.to(tl.int64) * bt_stride
+    k_head = kc_ptr + kv_head.to(tl.int64) * kc_head_stride
+    v_head = vc_ptr + kv_head.to(tl.int64) * vc_head_stride
+    for start in range(0, num_keys, TILE_N):
+        kpos = start + tl.arange(0, TILE_N)
+        visible = (kpos[None, :] <= q_pos[:, None]) & row_ok[:, None]
+        m_i, l_i, acc = _attend_tile(
+            q,
+            m_i,
+            l_i,
+            acc,
+            kpos,
+            kpos < num_keys,
+            visible,
+            bt_row,
+            bt_cols,
+            num_blocks,
+            k_head,
+            kc_block_stride,
+            kc_tok_stride,
+            v_head,
+            vc_block_stride,
+            vc_tok_stride,
+            block_size,
+            d,
+            d_ok,
+            qk_scale,
+            IEEE_DOT,
+        )
+    out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+    out_rows = out_ptr + (q_tok * out_tok_stride + heads * out_head_stride)[:, None]
+    tl.store(
+        out_rows + d[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=row_ok[:, None] & d_ok[None, :],
+    )
+
+
+@triton.jit
+def _paged_decode_kernel(
+    q_ptr,
+    q_tok_stride,
+    q_head_stride,
+    kc_ptr,
+    kc_block_stride,
+    kc_head_stride,
+    kc_tok_stride,
+    vc_ptr,
+    vc_block_stride,
+    vc_head_stride,
+    vc_tok_stride,
+    out_ptr,
+    out_tok_stride,
+    out_head_stride,
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    bt_ptr,
+    bt_stride,
+    bt_cols,
+    num_blocks,
+    seq_lens_ptr,
+    qsl_ptr,
+    num_q_heads,
+    num_splits,
+    block_size,
+    head_size,
+    qk_scale,
+    GROUP: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    TILE_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    IEEE_DOT: tl.constexpr,
+    DIRECT: tl.constexpr,
+):
+    """Program (request, KV head, split): one decode token, all heads of the group,
+    keys of one TILE_N-aligned share of ``[0, seq_len)``."""
+    req = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    q_start = tl.load(qsl_ptr + req)
+    if tl.load(qsl_ptr + req + 1) - q_start <= 0:
+        return  # request without a query token this step
+    seq_len = tl.load(seq_lens_ptr + req)
+    per_split = tl.cdiv(tl.cdiv(seq_len, num_splits), TILE_N) * TILE_N
+    k_start = split * per_split
+    k_end = tl.minimum(k_start + per_split, seq_len)
+
+    g = tl.arange(0, BLOCK_G)
+    g_ok = g < GROUP
+    heads = (kv_head * GROUP + g).to(tl.int64)
+    d = tl.arange(0, BLOCK_D)
+    d_ok = d < head_size
+    q_tok = q_start.to(tl.int64)
+    q_rows = q_ptr + (q_tok * q_tok_stride + heads * q_head_stride)[:, None]
+    q = tl.load(q_rows + d[None, :], mask=g_ok[:, None] & d_ok[None, :], other=0.0)
+
+    m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
+    bt_row = bt_ptr + req.to(tl.int64) * bt_stride
+    k_head = kc_ptr + kv_head.to(tl.int64) * kc_head_stride
+    v_head = vc_ptr + kv_head.to(tl.int64) * vc_head_stride
+    for start in range(k_start, k_end, TILE_N):
+        kpos = start + tl.arange(0, TILE_N)
+        k_in = kpos < k_end  # the query sits at seq_len - 1: every key is visible
+        m_i, l_i, acc = _attend_tile(
+            q,
+            m_i,
+            l_i,
+            acc,
+            kpos,
+            k_in,
+            g_ok[:, None] & k_in[None, :],
+            bt_row,
+            bt_cols,
+            num_blocks,
+            k_head,
+            kc_block_stride,
+            kc_tok_stride,
+            v_head,
+            vc_block_stride,
+            vc_tok_stride,
+            block_size,
+            d,
+            d_ok,
+            qk_scale,
+            IEEE_DOT,
+        )
+    if DIRECT:
+        out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+        out_rows = out_ptr + (q_tok * out_tok_stride + heads * out_head_stride)[:, None]
+        tl.store(
+            out_rows + d[None, :],
+            out.to(out_ptr.dtype.element_ty),
+            mask=g_ok[:, None] & d_ok[None, :],
+        )
+    else:
+        # Partial results [req, head, split]: unnormalised acc, running max, sum.
+        part = (req.to(tl.int64) * num_q_heads + heads) * num_splits + split
+        tl.store(part_m_ptr + part, m_i, mask=g_ok)
+        tl.store(part_l_ptr + part, l_i, mask=g_ok)
+        acc_ptrs = part_acc_ptr + (part * head_size)[:, None] + d[None, :]
+        tl.store(acc_ptrs, acc, mask=g_ok[:, None] & d_ok[None, :])
+
+
+@triton.jit
+def _paged_decode_combine_kernel(
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    out_ptr,
+    out_tok_stride,
+    out_head_stride,
+    qsl_ptr,
+    num_q_heads,
+    num_splits,
+    head_size,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """Program (request, query head): merge the splits' partial softmax results."""
+    req = tl.program_id(0)
+    head = tl.program_id(1)
+    q_start = tl.load(qsl_ptr + req)
+    if tl.load(qsl_ptr + req + 1) - q_start <= 0:
+        return
+    s = tl.arange(0, BLOCK_S)
+    s_ok = s < num_splits
+    d = tl.arange(0, BLOCK_D)
+    d_ok = d < head_size
+    part = (req.to(tl.int64) * num_q_heads + head) * num_splits + s
+    m = tl.load(part_m_ptr + part, mask=s_ok, other=float("-inf"))
+    l_s = tl.load(part_l_ptr + part, mask=s_ok, other=0.0)
+    m_max = tl.max(m, axis=0)
+    w = tl.exp2(m - tl.where(m_max == float("-inf"), 0.0, m_max))  # empty splits weigh 0
+    total = tl.sum(w * l_s, axis=0)
+    acc_ptrs = part_acc_ptr + (part * head_size)[:, None] + d[None, :]
+    acc = tl.load(acc_ptrs, mask=s_ok[:, None] & d_ok[None, :], other=0.0)
+    out = tl.sum(acc * w[:, None], axis=0) / tl.where(total == 0.0, 1.0, total)
+    out_row = out_ptr + q_start.to(tl.int64) * out_tok_stride + head * out_head_stride
+    tl.store(out_row + d, out.to(out_ptr.dtype.element_ty), mask=d_ok)
+
+
+# --------------------------------------------------------------------------
+# Launch heuristics
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttentionLaunchConfig:
+    """Tile of the general attention kernel."""
+
+    block_m: int  # rows: query tokens x heads of one KV head's group
+    tile_n: int  # keys per step
+    num_warps: int
+    num_stages: int
+
+
+def prefill_launch_config(max_query_len: int, group: int, head_size: int) -> AttentionLaunchConfig:
+    """Tile of the general kernel: rows = query tokens x heads of a KV head's group.
+
+    Short queries (decode-like rows in a mixed batch) get 16-row tiles; long
+    prefills get 128-row tiles with 64 keys a step (64 rows, 32 keys for
+    head sizes above 128, to stay within registers and shared memory).
+    """
+    rows = max(1, max_query_len) * group
+    block_m = 16 if rows <= 16 else 32 if rows <= 32 else 64 if rows <= 64 else 128
+    block_d = max(16, next_power_of_2(head_size))
+    if block_d > 128:
+        block_m = min(block_m, 64)
+    block_m = max(block_m, next_power_of_2(group))
+    tile_n = 64 if block_m >= 64 and block_d <= 128 else 32
+    num_warps = 8 if block_m >= 128 else 4
+    return AttentionLaunchConfig(block_m, tile_n, num_warps, 2)
+
+
+@functools.lru_cache(maxsize=16)
+def _multiprocessor_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_multiprocessors(device: torch.device) -> int:
+    if is_interpreted(_paged_decode_kernel):
+        return 4  # the interpreter: a few splits, so that tests exercise the merge
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _multiprocessor_count(index)
+
+
+def decode_num_splits(
+    num_reqs: int, num_kv_heads: int, max_seq_len: int, num_multiprocessors: int
+) -> int:
+    """Key splits per (request, KV head) of the decode kernel.
+
+    Aims at :data:`DECODE_PROGRAMS_PER_SM` programs per multiprocessor, with no split shorter than
+    :data:`DECODE_MIN_KEYS_PER_SPLIT` keys and at most :data:`DECODE_MAX_SPLITS`.
+    """
+    programs = max(1, num_reqs * num_kv_heads)
+    wanted = triton.cdiv(DECODE_PROGRAMS_PER_SM * num_multiprocessors, programs)
+    by_length = triton.cdiv(max(1, max_seq_len), DECODE_MIN_KEYS_PER_SPLIT)
+    return max(1, min(wanted, by_length, DECODE_MAX_SPLITS))
+
+
+# --------------------------------------------------------------------------
+# Host API
+# --------------------------------------------------------------------------
+
+
+def _check_cache_pair(
+    op: str, key_cache: torch.Tensor, value_cache: torch.Tensor, dtype: torch.dtype
+) -> None:
+    for name, cache in (("key_cache", key_cache), ("value_cache", value_cache)):
+        if cache.dim() != 4:
+            raise ValueError(
+                f"{op}: {name} must be [num_blocks, num_kv_heads, block_size, head_size], "
+                f"got shape {tuple(cache.shape)}"
+            )
+        if cache.dtype != dtype:
+            raise ValueError(f"{op}: {name} has dtype {cache.dtype}, expected {dtype}")
+        check_last_dim_contiguous(op, name, cache)
+    if key_cache.shape != value_cache.shape:
+        raise ValueError(
+            f"{op}: key_cache {tuple(key_cache.shape)} and value_cache "
+            f"{tuple(value_cache.shape)} differ in shape"
+        )
+
+
+def _check_index(op: str, name: str, t: torch.Tensor, dim: int) -> None:
+    check_dtype(op, name, t, INDEX_DTYPES)
+    if t.dim() != dim:
+        raise ValueError(f"{op}: {name} must be {dim}-D, got shape {tuple(t.shape)}")
+    check_last_dim_contiguous(op, name, t)
+
+
+def reshape_and_cache_(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Write ``key``/``value`` ``[T, Hkv, D]`` into the paged caches at ``slot_mapping[:T]``.
+
+    Caches: ``[num_blocks, Hkv, block_size, D]`` (strided views are fine), same
+    dtype as ``key``. ``slot_mapping``: int64 (or int32) ``[>= T]``; slots
+    outside ``[0, num_blocks * block_size)`` (-1 for padding) are skipped.
+    """
+    op = "reshape_and_cache_"
+    for name, t in (("key", key), ("value", value)):
+        if t.dim() != 3:
+            raise ValueError(
+                f"{op}: {name} must be [T, num_kv_heads, head_size], got {tuple(t.shape)}"
+            )
+        check_dtype(op, name, t, FLOAT_DTYPES)
+        check_last_dim_contiguous(op, name, t)
+    if key.shape != value.shape or key.dtype != value.dtype:
+        raise ValueError(
+            f"{op}: key {tuple(key.shape)} {key.dtype} and value {tuple(value.shape)} "
+            f"{value.dtype} must match"
+        )
+    _check_cache_pair(op, key_cache, value_cache, key.dtype)
+    num_tokens, num_kv_heads, head_size = key.shape
+    if (key_cache.shape[1], key_cache.shape[3]) != (num_kv_heads, head_size):
+        raise ValueError(
+            f"{op}: key_cache has shape {tuple(key_cache.shape)}; expected "
+            f"[num_blocks, {num_kv_heads}, block_size, {head_size}] to match key"
+        )
+    _check_index(op, "slot_mapping", slot_mapping, 1)
+    if slot_mapping.shape[0] < num_tokens:
+        raise ValueError(
+            f"{op}: slot_mapping has {slot_mapping.shape[0]} entries for {num_tokens} tokens"
+        )
+    check_launch_device(
+        _reshape_and_cache_kernel, op, key, value, key_cache, value_cache, slot_mapping
+    )
+    if num_tokens == 0 or num_kv_heads == 0:
+        return
+    block_d = next_power_of_2(head_size)
+    block_h = min(next_power_of_2(num_kv_heads), max(1, 4096 // block_d))
+    grid = (num_tokens, triton.cdiv(num_kv_heads, block_h))
+    _reshape_and_cache_kernel[grid](
+        key,
+        key.stride(0),
+        key.stride(1),
+        value,
+        value.stride(0),
+        value.stride(1),
+        key_cache,
+        key_cache.stride(0),
+        key_cache.stride(1),
+        key_cache.stride(2),
+        value_cache,
+        value_cache.stride(0),
+        value_cache.stride(1),
+        value_cache.stride(2),
+        slot_mapping,
+        key_cache.shape[2],
+        key_cache.shape[0] * key_cache.shape[2],
+        num_kv_heads,
+        head_size,
+        BLOCK_H=block_h,
+        BLOCK_D=block_d,
+        num_warps=4 if block_h * block_d <= 2048 else 8,
+    )
+
+
+def paged_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    output: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    scale: float,
+    max_query_len: int,
+    max_seq_len: int,
+    *,
+    decode_splits: int | None = None,
+) -> torch.Tensor:
+    """Causal paged attention of ``query`` ``[T, Hq, D]`` into ``output[:T]``; returns ``output``.
+
+    ``key_cache``/``value_cache``: ``[num_blocks, Hkv, block_size, D]``, the
+    query's dtype, ``Hq % Hkv == 0``. ``block_table``: ``[num_reqs, max_blocks]``;
+    ``seq_lens``: ``[num_reqs]`` (context + new tokens, already in the cache);
+    ``query_start_loc``: ``[num_reqs + 1]``; all int32 (int64 accepted).
+    ``max_query_len``/``max_seq_len``: host-side maxima of the batch (tile and
+    split choice only). ``decode_splits``: force the decode kernel's key-split
+    count (tests, tuning); None picks it from the batch shape.
+    Queries not owned by a request (padding past ``query_start_loc[-1]``) are
+    left untouched in ``output``.
+    """
+    op = "paged_attention"
+    if query.dim() != 3:
+        raise ValueError(f"{op}: query must be [T, num_heads, head_size], got {tuple(query.shape)}")
+    check_dtype(op, "query", query, FLOAT_DTYPES)
+    check_last_dim_contiguous(op, "query", query)
+    num_tokens, num_heads, head_size = query.shape
+    _check_cache_pair(op, key_cache, value_cache, query.dtype)
+    num_kv_heads = key_cache.shape[1]
+    if key_cache.shape[3] != head_size:
+        raise ValueError(
+            f"{op}: cache head size {key_cache.shape[3]} != query head size {head_size}"
+        )
+    if num_kv_heads == 0 or num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"{op}: query heads ({num_heads}) must be a multiple of KV heads ({num_kv_heads})"
+        )
+    if output.dim() != 3 or output.shape[1:] != query.shape[1:] or output.shape[0] < num_tokens:
+        raise ValueError(
+            f"{op}: output has shape {tuple(output.shape)}; expected [>= {num_tokens}, "
+            f"{num_heads}, {head_size}]"
+        )
+    check_dtype(op, "output", output, FLOAT_DTYPES)
+    check_last_dim_contiguous(op, "output", output)
+    _check_index(op, "block_table", block_table, 2)
+    _check_index(op, "seq_lens", seq_lens, 1)
+    _check_index(op, "query_start_loc", query_start_loc, 1)
+    num_reqs = seq_lens.shape[0]
+    if query_start_loc.shape[0] < num_reqs + 1 or block_table.shape[0] < num_reqs:
+        raise ValueError(
+            f"{op}: {num_reqs} requests need query_start_loc of {num_reqs + 1} entries "
+            f"(got {query_start_loc.shape[0]}) and block_table of {num_reqs} rows "
+            f"(got {block_table.shape[0]})"
+        )
+    check_launch_device(
+        _paged_attention_kernel,
+        op,
+        query,
+        key_cache,
+        value_cache,
+        output,
+        block_table,
+        seq_lens,
+        query_start_loc,
+    )
+    if num_tokens == 0 or num_reqs == 0 or max_query_len <= 0:
+        return output
+
+    group = num_heads // num_kv_heads
+    block_d = max(16, next_power_of_2(head_size))
+    # Leading arguments shared by both attention kernels: tensors with their strides.
+    tensor_args = (
+        *(query, query.stride(0), query.stride(1)),
+        *(key_cache, *key_cache.stride()[:3]),
+        *(value_cache, *value_cache.stride()[:3]),
+        *(output, output.stride(0), output.stride(1)),
+    )
+    qk_scale = float(scale) * LOG2E
+    ieee = query.dtype == torch.float32
+
+    if max_query_len == 1:
+        if decode_splits is not None:
+            num_splits = max(1, int(decode_splits))
+        else:
+            sms = _num_multiprocessors(query.device)
+            num_splits = decode_num_splits(num_reqs, num_kv_heads, max_seq_len, sms)
+        direct = num_splits == 1
+        if direct:
+            part_acc = part_m = part_l = output  # unused
+        else:
+            part_acc = torch.empty(
+                (num_reqs, num_heads, num_splits, head_size),
+                dtype=torch.float32,
+                device=query.device,
+            )
+            part_m = torch.empty(
+                (num_reqs, num_heads, num_splits), dtype=torch.float32, device=query.device
+            )
+            part_l = torch.empty_like(part_m)
+        tile_n = DECODE_TILE_N if block_d <= 128 else min(DECODE_TILE_N, 32)
+        _paged_decode_kernel[(num_reqs, num_kv_heads, num_splits)](
+            *tensor_args,
+            part_acc,
+            part_m,
+            part_l,
+            block_table,
+            block_table.stride(0),
+            block_table.shape[1],
+            key_cache.shape[0],
+            seq_lens,
+            query_start_loc,
+            num_heads,
+            num_splits,
+            key_cache.shape[2],
+            head_size,
+            qk_scale,
+            GROUP=group,
+            BLOCK_G=max(16, next_power_of_2(group)),
+            TILE_N=tile_n,
+            BLOCK_D=block_d,
+            IEEE_DOT=ieee,
+            DIRECT=direct,
+            num_warps=DECODE_NUM_WARPS,
+            num_stages=DECODE_NUM_STAGES,
+        )
+        if not direct:
+            _paged_decode_combine_kernel[(num_reqs, num_heads)](
+                part_acc,
+                part_m,
+                part_l,
+                output,
+                output.stride(0),
+                output.stride(1),
+                query_start_loc,
+                num_heads,
+                num_splits,
+                head_size,
+                BLOCK_S=next_power_of_2(num_splits),
+                BLOCK_D=next_power_of_2(head_size),
+                num_warps=4,
+            )
+        return output
+
+    cfg = prefill_launch_config(max_query_len, group, head_size)
+    block_q = cfg.block_m // group
+    grid = (num_tokens // block_q + num_reqs, num_kv_heads)
+    _paged_attention_kernel[grid](
+        *tensor_args,
+        block_table,
+        block_table.stride(0),
+        block_table.shape[1],
+        key_cache.shape[0],
+        seq_lens,
+        query_start_loc,
+        num_reqs,
+        key_cache.shape[2],
+        head_size,
+        qk_scale,
+        GROUP=group,
+        BLOCK_M=cfg.block_m,
+        BLOCK_Q=block_q,
+        TILE_N=cfg.tile_n,
+        BLOCK_D=block_d,
+        IEEE_DOT=ieee,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return output
