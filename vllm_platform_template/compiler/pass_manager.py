@@ -14,7 +14,8 @@ passes keep their contracts):
 3. passes added with ``add`` (user passes, fault injection in tests)
 4. ``PostCleanupPass``, ``VllmIRLoweringPass`` (IR ops -> providers by
    priority, decided per piece and compile range), ``UnsafeCloneEliminationPass``,
-   ``PostCleanupPass``, ``FixFunctionalizationPass`` (vLLM's).
+   ``PostCleanupPass`` (vLLM's), then ``DefunctionalizePass`` (ours: vLLM's
+   ``FixFunctionalizationPass`` only knows CUDA ops and fails on CPU builds).
 
 vLLM runs its IR lowering only inside Inductor's post-grad hook; running it
 here is what lets the fusion-only stage lower IR ops without Inductor.
@@ -32,13 +33,13 @@ from torch._inductor.custom_graph_pass import CustomGraphPass
 from vllm.compilation.passes.inductor_pass import InductorPass, get_pass_context
 from vllm.compilation.passes.ir.clone_elimination import UnsafeCloneEliminationPass
 from vllm.compilation.passes.ir.lowering_pass import VllmIRLoweringPass
-from vllm.compilation.passes.utility.fix_functionalization import FixFunctionalizationPass
 from vllm.compilation.passes.utility.noop_elimination import NoOpEliminationPass
 from vllm.compilation.passes.utility.post_cleanup import PostCleanupPass
 from vllm.config import VllmConfig, set_current_vllm_config
 
 import vllm_platform_template
 from vllm_platform_template.compiler.passes.add_rms_norm import AddRMSNormFusionPass
+from vllm_platform_template.compiler.passes.defunctionalize import DefunctionalizePass
 from vllm_platform_template.compiler.passes.silu_and_mul import SiluAndMulFusionPass
 from vllm_platform_template.platform_plugin.options import parse_options
 from vllm_platform_template.platform_plugin.policy import fusion_passes
@@ -88,7 +89,7 @@ class TemplatePassManager(CustomGraphPass):  # type: ignore[misc]
             self.post_cleanup = PostCleanupPass(config)
             self.ir_lowering = VllmIRLoweringPass(config)
             self.clone_elimination = UnsafeCloneEliminationPass(config)
-            self.fix_functionalization = FixFunctionalizationPass(config)
+            self.defunctionalize = DefunctionalizePass(config)
 
     def add(self, pass_: InductorPass) -> None:
         assert isinstance(pass_, InductorPass), pass_
@@ -109,7 +110,7 @@ class TemplatePassManager(CustomGraphPass):  # type: ignore[misc]
         }
         self.clone_elimination(graph)
         self.post_cleanup(graph)
-        self.fix_functionalization(graph)
+        self.defunctionalize(graph)
 
     def uuid(self) -> str:
         """Inductor/AOTAutograd cache key part: stage, passes and their sources,
@@ -125,7 +126,7 @@ class TemplatePassManager(CustomGraphPass):  # type: ignore[misc]
                     self.noop_elimination,
                     self.post_cleanup,
                     self.clone_elimination,
-                    self.fix_functionalization,
+                    self.defunctionalize,
                 )
                 if p is not None
             ],

@@ -12,10 +12,14 @@ from typing import TYPE_CHECKING
 
 from vllm.platforms.cpu import CpuPlatform
 
+from vllm_platform_template.log import get_logger
+from vllm_platform_template.platform_plugin import policy
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
+
+logger = get_logger(__name__)
 
 STOCK_CPU_WORKER = "vllm.v1.worker.cpu_worker.CPUWorker"
 TEMPLATE_CPU_WORKER = "vllm_platform_template.platform_plugin.worker.TemplateCPUWorker"
@@ -36,3 +40,32 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
         parallel_config = vllm_config.parallel_config
         if parallel_config.worker_cls in ("auto", STOCK_CPU_WORKER):
             parallel_config.worker_cls = TEMPLATE_CPU_WORKER
+
+    @classmethod
+    def _apply_device_defaults(cls, vllm_config: VllmConfig) -> None:
+        scheduler = vllm_config.scheduler_config
+        world_size = vllm_config.parallel_config.world_size
+        limits = policy.cpu_scheduler_defaults(
+            scheduler.max_num_batched_tokens, scheduler.max_num_seqs, world_size
+        )
+        if limits is None:
+            return
+        tokens, seqs = limits
+        logger.info(
+            "template platform: CPU batch defaults max_num_batched_tokens=%d, max_num_seqs=%d "
+            "(vLLM applied its GPU defaults %d, %d because the platform is not is_cpu())",
+            tokens,
+            seqs,
+            scheduler.max_num_batched_tokens,
+            scheduler.max_num_seqs,
+        )
+        scheduler.max_num_batched_tokens = tokens
+        scheduler.max_num_seqs = seqs
+        scheduler.max_num_encoder_input_tokens = tokens
+        scheduler.encoder_cache_size = tokens
+
+    @classmethod
+    def _update_device_config(cls, vllm_config: VllmConfig) -> None:
+        inductor = vllm_config.compilation_config.inductor_compile_config
+        for key in policy.CPU_UNSUPPORTED_INDUCTOR_KEYS:
+            inductor.pop(key, None)

@@ -126,6 +126,11 @@ class TemplatePlatformMixin:
         if not any(base in cc.custom_ops for base in ("all", "none")):
             cc.custom_ops.append(policy.default_custom_ops_base(mode))
         cls._apply_graph_defaults(vllm_config, mode)
+        cls._apply_device_defaults(vllm_config)
+
+    @classmethod
+    def _apply_device_defaults(cls, vllm_config: VllmConfig) -> None:
+        """Device-specific defaults, before vLLM derives anything from them."""
 
     @classmethod
     def _apply_graph_defaults(cls, vllm_config: VllmConfig, mode: int) -> None:
@@ -146,6 +151,7 @@ class TemplatePlatformMixin:
         capture_sizes = list(cc.cudagraph_capture_sizes or [])
         super().check_and_update_config(vllm_config)  # type: ignore[misc]
         cls._update_worker(vllm_config)
+        cls._update_device_config(vllm_config)
         cls._update_compilation(vllm_config, requested_mode, requested_backend)
         cls._update_graphs(vllm_config, capture_sizes)
         cls._check_ir_op_priority(vllm_config)
@@ -153,6 +159,10 @@ class TemplatePlatformMixin:
     @classmethod
     def _update_worker(cls, vllm_config: VllmConfig) -> None:
         """Point ``parallel_config.worker_cls`` at the platform's worker."""
+
+    @classmethod
+    def _update_device_config(cls, vllm_config: VllmConfig) -> None:
+        """Device-specific corrections after the base platform's ``check_and_update_config``."""
 
     @classmethod
     def _update_compilation(

@@ -2,7 +2,9 @@
 
 vLLM hook: ``parallel_config.worker_cls`` (set in ``check_and_update_config``).
 The stock ``CPUWorker`` is reused; this subclass fixes what an out-of-tree
-platform loses because vLLM keys CPU behaviour on ``is_cpu()``.
+platform loses because vLLM keys CPU behaviour on ``is_cpu()`` (the sleep-mode
+allocator, thread binding, packed GEMM, sampler kernels: ``cpu_fast_paths``),
+captures the piecewise graphs, and reports what ran (``template_report``).
 """
 
 from __future__ import annotations
@@ -10,15 +12,35 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from vllm.config import CompilationMode
+from vllm.config import CompilationMode, VllmConfig
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.worker_base import CompilationTimes
 
+from vllm_platform_template.platform_plugin import cpu_fast_paths
 from vllm_platform_template.platform_plugin.options import parse_options
 
 
 class TemplateCPUWorker(CPUWorker):
     """``CPUWorker`` for the template CPU platform."""
+
+    def __init__(
+        self,
+        vllm_config: VllmConfig,
+        local_rank: int,
+        rank: int,
+        distributed_init_method: str,
+        is_driver_worker: bool = False,
+    ) -> None:
+        cpu_fast_paths.bind_worker_threads(vllm_config, local_rank)
+        super().__init__(vllm_config, local_rank, rank, distributed_init_method, is_driver_worker)
+
+    def init_device(self) -> None:
+        super().init_device()
+        cpu_fast_paths.restore_cpu_sampler(self.model_runner)
+
+    def load_model(self, *, load_dummy_weights: bool = False) -> None:
+        super().load_model(load_dummy_weights=load_dummy_weights)
+        cpu_fast_paths.pack_gemm_weights(self.model_runner.get_model())
 
     def _maybe_get_memory_pool_context(self, tag: str) -> AbstractContextManager:
         # vLLM returns nullcontext() only for is_cpu()/CUDA/XPU; other platforms get

@@ -65,7 +65,7 @@ def row_launch_config(hidden_size: int) -> RowLaunchConfig:
 
     The row is one power-of-two tile when it fits :data:`MAX_SINGLE_PASS_BLOCK`;
     short rows are packed several to a program (about 2048 elements a program),
-    and the warp count grows with the tile (4 / 8 / 16 warps) so that each
+    and the warp count grows with the tile (4 / 8 / 16 / 32 warps) so that each
     thread holds a few 16-byte vectors.
     """
     if hidden_size <= 0:
@@ -76,7 +76,9 @@ def row_launch_config(hidden_size: int) -> RowLaunchConfig:
         block_n = MULTI_PASS_BLOCK
     block_m = max(1, min(16, 2048 // block_n)) if single_pass else 1
     elements = block_m * block_n
-    if elements >= 8192:
+    if elements >= 32768 and torch.version.hip is None:
+        num_warps = 32  # measured on H100: 25% faster than 16 at 32768 (AMD allows 16 at most)
+    elif elements >= 8192:
         num_warps = 16
     elif elements >= 2048:
         num_warps = 8
