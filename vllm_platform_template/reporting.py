@@ -69,6 +69,8 @@ def config_report(vllm_config: Any) -> dict[str, Any]:
 def worker_report(worker: Any) -> dict[str, Any]:
     """Runs inside a template worker (its ``template_report`` RPC); plain data only."""
     report = config_report(worker.vllm_config)
+    model = worker.model_runner.get_model()
+    report["model_class"] = f"{type(model).__module__}.{type(model).__qualname__}"
     report["attention_backends"] = _attention_backends(worker)
     report["ir_ops"] = _ir_providers(worker)
     stats = getattr(worker, "template_stats", None)

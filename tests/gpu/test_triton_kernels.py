@@ -378,3 +378,55 @@ def test_paged_attention(kind, heads, block_size, dtype):
                 query, *args, output, *meta, head_size**-0.5, 1, max(seq_lens), decode_splits=splits
             )
             torch.testing.assert_close(output, expected, **ATTN_TOL[dtype])
+
+
+@pytest.mark.parametrize("capture_len", (5, 4000), ids=("captured_short", "captured_long"))
+def test_paged_decode_cuda_graph_replay_with_other_lengths(capture_len):
+    """A decode captured at one max_seq_len stays exact when replayed at others.
+
+    The split count is fixed at capture, but each split's key range is derived
+    in-kernel from the real seq_len, so graph replays need no re-capture.
+    """
+    lengths = tuple(1000 + 300 * i for i in range(8))
+    batch = _paged_batch((1,) * 8, lengths, 32, 8, 128, 16, torch.bfloat16)
+    query, meta_lens = batch["query"], batch["seq_lens"]
+    seq_lens = torch.full_like(meta_lens, min(capture_len, 1000))
+    output = torch.empty_like(query)
+    scale = 128**-0.5
+
+    def step():
+        pa.paged_attention(
+            query,
+            batch["key_cache"],
+            batch["value_cache"],
+            output,
+            batch["block_table"],
+            seq_lens,
+            batch["query_start_loc"],
+            scale,
+            1,
+            capture_len,
+        )
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    seq_lens.copy_(meta_lens)
+    output.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = ref_paged_attention(
+        query,
+        batch["key_cache"],
+        batch["value_cache"],
+        batch["block_table"],
+        meta_lens,
+        batch["query_start_loc"],
+        scale,
+    )
+    torch.testing.assert_close(output, expected, **ATTN_TOL[torch.bfloat16])

@@ -109,7 +109,7 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
             vllm_config.additional_config if vllm_config is not None else None
         ).attention
 
-    def _path(self, kv_cache: torch.Tensor) -> str:
+    def kv_cache_path(self, kv_cache: torch.Tensor) -> str:
         """The path for this cache: same inputs as the builder's, hence the same answer."""
         return resolve_attention_path(
             kv_cache.device.type,
@@ -129,7 +129,7 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
     ) -> None:
         """Write this step's keys/values (``[T, Hkv, D]``) into the layer's paged cache."""
         key_cache, value_cache = reference.split_kv_cache(kv_cache)
-        path = self._path(kv_cache)
+        path = self.kv_cache_path(kv_cache)
         if path == CPU_KERNELS:
             isa = cpu_kernels.isa_for(kv_cache.dtype, kv_cache.shape[2], self.head_size)
             cpu_kernels.reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping, isa)
@@ -162,10 +162,10 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
         if attn_metadata is None:
             return output
         path = attn_metadata.path
-        if path != self._path(kv_cache):
+        if path != self.kv_cache_path(kv_cache):
             raise RuntimeError(
                 f"{BACKEND_NAME}: the metadata builder chose the {path!r} path but this layer's "
-                f"cache needs {self._path(kv_cache)!r}; builder and layer configs disagree"
+                f"cache needs {self.kv_cache_path(kv_cache)!r}; builder and layer configs disagree"
             )
         n = attn_metadata.num_actual_tokens
         key_cache, value_cache = reference.split_kv_cache(kv_cache)

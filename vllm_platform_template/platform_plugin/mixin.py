@@ -118,8 +118,10 @@ class TemplatePlatformMixin:
     def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
         """Defaults vLLM derives from the mode later: custom ops base, IR torch wrap."""
         super().apply_config_platform_defaults(vllm_config)  # type: ignore[misc]
-        cls.template_options(vllm_config)  # fail early on bad options
+        options = cls.template_options(vllm_config)  # fail early on bad options
         cc = vllm_config.compilation_config
+        if options.model_impl == "fused":
+            cls._use_fused_model(vllm_config)
         mode = policy.effective_mode(cc.mode, int(vllm_config.optimization_level))
         if cc.ir_enable_torch_wrap is None:
             cc.ir_enable_torch_wrap = policy.ir_torch_wrap(mode)
@@ -131,6 +133,37 @@ class TemplatePlatformMixin:
     @classmethod
     def _apply_device_defaults(cls, vllm_config: VllmConfig) -> None:
         """Device-specific defaults, before vLLM derives anything from them."""
+
+    @classmethod
+    def _use_fused_model(cls, vllm_config: VllmConfig) -> None:
+        """The manual-fusion road: the plugin's model class, no full-graph compilation."""
+        from vllm.config import CompilationMode
+
+        from vllm_platform_template.models import FUSED_MODELS
+
+        cc = vllm_config.compilation_config
+        if cc.mode not in (None, CompilationMode.NONE):
+            raise ValueError(
+                'model_impl "fused" runs without full-graph compilation; remove the '
+                f'compilation mode {cc.mode!r} or use model_impl "vllm"'
+            )
+        cc.mode = CompilationMode.NONE
+        model_config = vllm_config.model_config
+        if model_config is None:
+            return
+        architectures = [a for a in model_config.architectures if a in FUSED_MODELS]
+        if not architectures:
+            raise ValueError(
+                f'model_impl "fused" has device-specific code for {sorted(FUSED_MODELS)}, '
+                f'not for {model_config.architectures}; use model_impl "vllm"'
+            )
+        for arch in architectures:
+            model_config.model_class_overrides.setdefault(arch, FUSED_MODELS[arch])
+        logger.info(
+            "template platform: model_impl=fused: %s uses %s, compilation off",
+            architectures,
+            [FUSED_MODELS[a] for a in architectures],
+        )
 
     @classmethod
     def _apply_graph_defaults(cls, vllm_config: VllmConfig, mode: int) -> None:

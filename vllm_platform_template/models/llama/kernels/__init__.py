@@ -1,0 +1,1 @@
+"""The fused ops the template Llama calls at its call sites (see ``fused_ops``)."""
