@@ -73,3 +73,59 @@ def test_compile_sizes_filled_only_when_missing_under_vllm_compile() -> None:
     assert policy.needs_compile_sizes(MODE_VLLM_COMPILE, None)
     assert not policy.needs_compile_sizes(MODE_VLLM_COMPILE, [])
     assert not policy.needs_compile_sizes(MODE_NONE, None)
+
+
+def test_graph_defaults() -> None:
+    assert policy.default_graph_mode("cpu") == "NONE"
+    assert policy.default_graph_mode("cuda") is None
+    assert policy.default_max_capture_size("cpu", 256, 1) == 16
+    assert policy.default_max_capture_size("cpu", 4, 1) == 8
+    assert policy.default_max_capture_size("cuda", 256, 1) is None
+
+
+def test_graphs_need_vllm_compile_and_no_eager() -> None:
+    assert policy.graphs_enabled(MODE_VLLM_COMPILE, False, True)
+    assert not policy.graphs_enabled(MODE_VLLM_COMPILE, True, True)
+    assert not policy.graphs_enabled(MODE_NONE, False, True)
+    assert not policy.graphs_enabled(MODE_VLLM_COMPILE, False, False)
+
+
+def test_compile_sizes_must_be_capture_sizes() -> None:
+    assert policy.capture_size_problems([1, 2, 4, 8], [4, 8, 32]) == []
+    problems = policy.capture_size_problems([1, 2, 4, 8], [3])
+    assert len(problems) == 1 and "padded to 4" in problems[0]
+
+
+def test_default_ir_priorities_are_compile_aware() -> None:
+    eager = policy.default_ir_op_priority("cpu", MODE_NONE, "graph")
+    graph = policy.default_ir_op_priority("cpu", MODE_VLLM_COMPILE, "graph")
+    fusion = policy.default_ir_op_priority("cpu", MODE_VLLM_COMPILE, "fusion_only")
+    assert eager["rms_norm"] == ["template_cpu", "native"]
+    assert graph["gelu_and_mul_sparse"] == ["native"]
+    assert fusion == eager
+    cuda_graph = policy.default_ir_op_priority("cuda", MODE_VLLM_COMPILE, "graph")
+    assert all(p == ["native"] for p in cuda_graph.values())
+    cuda_eager = policy.default_ir_op_priority("cuda", MODE_NONE, "graph")
+    assert all(p == ["template_triton", "native"] for p in cuda_eager.values())
+
+
+def test_unknown_providers_list_the_registered_ones() -> None:
+    problems = policy.unknown_providers(
+        {"rms_norm": ["tempalte_cpu", "native"], "fused_add_rms_norm": None},
+        {"rms_norm": ["native", "template_cpu"]},
+    )
+    assert problems == [
+        "unknown provider 'tempalte_cpu' for vLLM IR op 'rms_norm'; registered providers: "
+        "native, template_cpu"
+    ]
+
+
+def test_cpu_scheduler_defaults_replace_only_generic_defaults() -> None:
+    assert policy.cpu_scheduler_defaults(8192, 256, 1) == (4096, 256)
+    assert policy.cpu_scheduler_defaults(2048, 256, 2) == (4096, 256)
+    assert policy.cpu_scheduler_defaults(1000, 256, 1) is None
+
+
+def test_fusion_passes_per_stage() -> None:
+    assert "silu_and_mul" in policy.fusion_passes("fusion_only")
+    assert "silu_and_mul" not in policy.fusion_passes("graph")

@@ -122,6 +122,11 @@ class TemplateCompiler(CompilerInterface):
         stage = pass_manager.stage
         STATS.stage = stage
         piece = _piece_name(key, compile_range)
+        STATS.attention_nodes_in_pieces += sum(
+            1
+            for node in graph.graph.nodes
+            if node.op == "call_function" and "unified_" in str(node.target)
+        )
         # Inductor donates (consumes) the graph; keep a copy for the eager fallback.
         original = copy.deepcopy(graph)
         start = time.perf_counter()

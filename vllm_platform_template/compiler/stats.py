@@ -18,6 +18,7 @@ class CompileStats:
     fallbacks: list[str] = field(default_factory=list)
     fusion_matches: dict[str, int] = field(default_factory=dict)
     lowering: dict[str, dict[str, int]] = field(default_factory=dict)
+    attention_nodes_in_pieces: int = 0  # must stay 0: the graph is split at attention
 
     def add_time(self, stage: str, seconds: float) -> None:
         self.seconds[stage] = round(self.seconds.get(stage, 0.0) + seconds, 4)
@@ -38,6 +39,7 @@ def snapshot() -> dict[str, Any]:
         "fallbacks": list(STATS.fallbacks),
         "fusion_matches": dict(STATS.fusion_matches),
         "lowering": {op: dict(v) for op, v in STATS.lowering.items()},
+        "attention_nodes_in_pieces": STATS.attention_nodes_in_pieces,
         "cache": {
             "aot_artifacts_loaded": c.num_aot_artifacts_loaded,
             "aot_artifacts_saved": c.num_aot_artifacts_saved,

@@ -167,8 +167,13 @@ class TemplatePlatformMixin:
 
     @classmethod
     def _apply_graph_defaults(cls, vllm_config: VllmConfig, mode: int) -> None:
-        """Default graph sizes, set before vLLM derives capture sizes from them."""
+        """Default graph mode and sizes, set before vLLM derives capture sizes from them."""
+        from vllm.config import CUDAGraphMode
+
         cc = vllm_config.compilation_config
+        default_mode = policy.default_graph_mode(cls.template_device)
+        if cc.cudagraph_mode is None and default_mode is not None:
+            cc.cudagraph_mode = CUDAGraphMode[default_mode]
         if cc.cudagraph_capture_sizes is None and cc.max_cudagraph_capture_size is None:
             cc.max_cudagraph_capture_size = policy.default_max_capture_size(
                 cls.template_device,

@@ -193,6 +193,17 @@ def unknown_providers(
 CPU_MAX_CAPTURE_SIZE = 16
 
 
+def default_graph_mode(device: str) -> str | None:
+    """``cudagraph_mode`` when the user sets none (None: vLLM's default for the level).
+
+    The CPU emulation costs a copy per piece and saves nothing, so the CPU
+    reference backend runs without graphs unless asked (``cudagraph_mode
+    PIECEWISE``, which the tests and the graph docs use); a device with real
+    graphs keeps vLLM's default.
+    """
+    return "NONE" if device == "cpu" else None
+
+
 def default_max_capture_size(device: str, max_num_seqs: int, decode_query_len: int) -> int | None:
     """Largest graph size when the user set neither sizes nor a maximum (None: vLLM's)."""
     if device == "cpu":

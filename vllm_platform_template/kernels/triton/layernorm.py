@@ -44,7 +44,11 @@ __all__ = [
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 MAX_SINGLE_PASS_BLOCK = 32768
-"""Widest row (elements, rounded up to a power of two) kept in registers in one pass."""
+"""Widest row (elements, rounded up to a power of two) kept in registers in one pass.
+
+On an H100 (bf16, hidden 32768) one pass reached 93-97% of copy bandwidth, two
+passes over 2048-8192-wide chunks 65-68%.
+"""
 
 MULTI_PASS_BLOCK = 4096
 """Chunk width of the two-pass path for rows wider than :data:`MAX_SINGLE_PASS_BLOCK`."""
