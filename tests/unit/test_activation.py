@@ -134,3 +134,39 @@ def test_import_does_not_import_vllm() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
     )
     assert result.stdout.split() == ["False", "False"], result.stderr
+
+
+def _second_plugin(tmp_path) -> dict[str, str]:
+    """A second out-of-tree platform plugin, installed through a dist-info on PYTHONPATH."""
+    (tmp_path / "other_platform_plugin.py").write_text(
+        "def register():\n    return 'vllm.platforms.cpu.CpuPlatform'\n"
+    )
+    info = tmp_path / "other_platform_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: other-platform-plugin\nVersion: 1.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        "[vllm.platform_plugins]\nother = other_platform_plugin:register\n"
+    )
+    return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def test_two_active_oot_plugins_are_rejected_by_vllm(tmp_path) -> None:
+    env = _second_plugin(tmp_path)
+    result = _resolve_platform_in_subprocess({**env, DEVICE_ENV: "cpu"})
+    assert result.returncode != 0
+    assert "Only one platform plugin can be activated" in result.stderr
+
+
+def test_vllm_plugins_selects_the_template_among_several(tmp_path) -> None:
+    env = _second_plugin(tmp_path)
+    result = _resolve_platform_in_subprocess({**env, DEVICE_ENV: "cpu", "VLLM_PLUGINS": "template"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith(PLATFORM_QUALNAMES["cpu"])
+
+
+def test_inactive_template_leaves_another_plugin_alone(tmp_path) -> None:
+    result = _resolve_platform_in_subprocess(_second_plugin(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "vllm.platforms.cpu.CpuPlatform"

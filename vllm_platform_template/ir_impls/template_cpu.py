@@ -28,12 +28,14 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _rows_ok(x: Tensor, weight: Tensor | None) -> bool:
+    """Layouts vLLM's C++ row kernels take: contiguous rows, SIMD-aligned length."""
     return (
         x.device.type == "cpu"
         and x.dtype in _DTYPES
         and x.dim() >= 1
         and x.is_contiguous()
         and x.shape[-1] > 0
+        and x.shape[-1] % cpu_kernels.ROW_ALIGNMENT == 0
         and (weight is None or (weight.dtype == x.dtype and weight.shape == x.shape[-1:]))
     )
 

@@ -15,6 +15,37 @@ import torch
 import torch.nn.functional as F
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# vLLM's CPU kernels process rows in SIMD vectors and reject (TORCH_CHECK) row
+# lengths that are not a multiple of the vector width; 16 covers every ISA.
+ROW_ALIGNMENT = 16
+
+
+def check_rows(
+    op: str, x: torch.Tensor, weight: torch.Tensor | None, residual: torch.Tensor | None = None
+) -> None:
+    """Raise ValueError, before any kernel runs, for arguments no kernel may be given."""
+    if x.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"{op}: x must be float32, bfloat16 or float16, got {x.dtype}")
+    if x.dim() < 1:
+        raise ValueError(f"{op}: x must have a hidden dimension, got a scalar")
+    if weight is not None and (weight.shape != x.shape[-1:] or weight.dtype != x.dtype):
+        raise ValueError(
+            f"{op}: weight must be [{x.shape[-1]}] {x.dtype} like x's last dimension, got "
+            f"{list(weight.shape)} {weight.dtype}"
+        )
+    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
+        raise ValueError(
+            f"{op}: residual must match x ({list(x.shape)} {x.dtype}), got "
+            f"{list(residual.shape)} {residual.dtype}"
+        )
+
+
+def c_kernel_layout(*tensors: torch.Tensor) -> bool:
+    """Whether vLLM's C++ row kernels can take these tensors (else torch is used)."""
+    return all(
+        t.device.type == "cpu" and t.is_contiguous() and t.shape[-1] % ROW_ALIGNMENT == 0
+        for t in tensors
+    )
 
 
 def vllm_cpu_op(name: str):
@@ -40,8 +71,9 @@ def supports_rows(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> torch.Tensor:
     """RMSNorm over the last dimension (vLLM IR ``rms_norm`` without ``variance_size``)."""
+    check_rows("rms_norm", x, weight)
     op = vllm_cpu_op("rms_norm")
-    if op is not None and x.is_contiguous():
+    if op is not None and c_kernel_layout(x):
         out = torch.empty_like(x)
         op(out, x, weight, epsilon)
         return out
@@ -56,8 +88,9 @@ def fused_add_rms_norm_(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """In place: ``residual += x``; ``x = rms_norm(residual) * weight``. Returns (x, residual)."""
+    check_rows("fused_add_rms_norm", x, weight, residual)
     op = vllm_cpu_op("fused_add_rms_norm")
-    if op is not None and x.is_contiguous() and residual.is_contiguous():
+    if op is not None and c_kernel_layout(x, residual):
         op(x, residual, weight, epsilon)
         return x, residual
     summed = x.float() + residual.float()
@@ -69,9 +102,16 @@ def fused_add_rms_norm_(
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """``silu(x[..., :d]) * x[..., d:]``; vLLM's kernel when loaded, else torch."""
+    if x.dim() < 1 or x.shape[-1] % 2:
+        raise ValueError(f"silu_and_mul: the last dimension must be even, got {list(x.shape)}")
     d = x.shape[-1] // 2
     op = vllm_cpu_op("silu_and_mul")
-    if op is not None and x.is_contiguous() and x.dtype in _FLOAT_DTYPES and x.numel() > 0:
+    if (
+        op is not None
+        and x.dtype in _FLOAT_DTYPES
+        and c_kernel_layout(x)
+        and d % ROW_ALIGNMENT == 0
+    ):
         out = torch.empty((*x.shape[:-1], d), dtype=x.dtype, device=x.device)
         op(out, x)
         return out
@@ -79,7 +119,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 
 
 def gelu_and_mul_sparse(x: torch.Tensor, std_multiplier: float, approximate: str) -> torch.Tensor:
-    """Gaussian-sparsified GELU and multiply; one pass over the gate half.
+    """Gaussian-sparsified GELU and multiply; one reduction over the gate half.
 
     Same math as the native op, with the mean and standard deviation from one
     fused ``torch.std_mean`` reduction instead of two passes.

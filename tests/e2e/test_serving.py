@@ -1,0 +1,137 @@
+"""``vllm serve`` on the template platform: OpenAI API, concurrent load, clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+
+pytestmark = pytest.mark.e2e
+
+PROMPTS = [f"Request number {i}: the capital of France is" for i in range(16)]
+MAX_TOKENS = 16
+CONCURRENT = 64
+LOAD_TIMEOUT_S = 240
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, url: str, log: Path) -> None:
+        self.proc, self.url, self.log = proc, url, log
+
+    def completion(self, prompt: str) -> str:
+        body = self._body(prompt, stream=False)
+        response = httpx.post(f"{self.url}/v1/completions", json=body, timeout=120)
+        response.raise_for_status()
+        return response.json()["choices"][0]["text"]
+
+    def _body(self, prompt: str, stream: bool) -> dict:
+        return {
+            "model": "tiny",
+            "prompt": prompt,
+            "max_tokens": MAX_TOKENS,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "stream": stream,
+        }
+
+    async def completion_async(self, client: httpx.AsyncClient, prompt: str, stream: bool) -> str:
+        body = self._body(prompt, stream)
+        if not stream:
+            response = await client.post(f"{self.url}/v1/completions", json=body)
+            response.raise_for_status()
+            return response.json()["choices"][0]["text"]
+        text = []
+        async with client.stream("POST", f"{self.url}/v1/completions", json=body) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    text.append(json.loads(line[6:])["choices"][0]["text"])
+        return "".join(text)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = _free_port()
+    log = tmp_path_factory.mktemp("serve") / "server.log"
+    env = {**os.environ, DEVICE_ENV: "cpu", "VLLM_CACHE_ROOT": str(log.parent / "cache")}
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(tiny_model_dir),
+        "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "tiny",
+        "--dtype", "float32", "--max-model-len", "512", "--seed", "0",
+        "--kv-cache-memory-bytes", str(256 << 20), "--max-num-seqs", str(CONCURRENT),
+    ]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-5000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    else:
+        proc.kill()
+        pytest.fail("vllm serve did not become healthy in 600 s")
+    yield Server(proc, url, log)
+    if proc.poll() is None:
+        proc.kill()
+
+
+def test_completion_on_the_template_platform(server: Server) -> None:
+    text = server.completion(PROMPTS[0])
+    assert len(text) > 0
+    assert "TemplateCpuPlatform" in server.log.read_text() or "template" in server.log.read_text()
+
+
+def test_concurrent_load_equals_sequential_results(server: Server) -> None:
+    sequential = {p: server.completion(p) for p in PROMPTS}
+
+    async def load() -> list[tuple[str, str]]:
+        limits = httpx.Limits(max_connections=CONCURRENT)
+        async with httpx.AsyncClient(timeout=LOAD_TIMEOUT_S, limits=limits) as client:
+            jobs = [(PROMPTS[i % len(PROMPTS)], i % 2 == 0) for i in range(CONCURRENT)]
+            texts = await asyncio.wait_for(
+                asyncio.gather(*(server.completion_async(client, p, s) for p, s in jobs)),
+                timeout=LOAD_TIMEOUT_S,
+            )
+            return [(p, t) for (p, _), t in zip(jobs, texts, strict=True)]
+
+    results = asyncio.run(load())
+    assert len(results) == CONCURRENT
+    for prompt, text in results:
+        assert text == sequential[prompt], f"concurrent output differs for {prompt!r}"
+    assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
+    assert server.completion(PROMPTS[1]) == sequential[PROMPTS[1]]
+
+
+def test_shutdown_without_tracebacks(server: Server) -> None:
+    server.proc.send_signal(signal.SIGINT)
+    try:
+        server.proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        pytest.fail("vllm serve did not stop within 120 s of SIGINT")
+    log = server.log.read_text()
+    assert "Traceback" not in log, log[-5000:]
