@@ -21,7 +21,7 @@ from pathlib import Path
 import vllm_platform_template
 
 PACKAGE_DIR = Path(vllm_platform_template.__file__).parent
-KEY_SOURCES = ("compiler", "kernels", "ir_impls", "custom_ops")
+KEY_SOURCES = ("compiler", "kernels", "ir_impls", "custom_ops", "platform_plugin")
 ADDITIONAL_CONFIG_KEY = "template_compile_key"
 
 

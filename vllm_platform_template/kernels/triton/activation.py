@@ -69,6 +69,21 @@ def _gelu(x, APPROX_TANH: tl.constexpr):
 
 
 @triton.jit
+def _threshold(mean, std, std_multiplier, DTYPE: tl.constexpr):
+    """``mean + std * std_multiplier`` rounded to the input dtype at each step, as the
+    native op does on low-precision tensors (so the sparsity mask matches it)."""
+    scaled = (std.to(DTYPE).to(tl.float32) * std_multiplier).to(DTYPE).to(tl.float32)
+    return (mean.to(DTYPE).to(tl.float32) + scaled).to(DTYPE).to(tl.float32)
+
+
+@triton.jit
+def _gated_gelu(g, threshold, u, APPROX_TANH: tl.constexpr, DTYPE: tl.constexpr):
+    """``gelu(relu(g - threshold)) * u`` with the native op's intermediate roundings."""
+    sparse = tl.maximum((g - threshold).to(DTYPE).to(tl.float32), 0.0)
+    return (_gelu(sparse, APPROX_TANH).to(DTYPE).to(tl.float32) * u).to(DTYPE)
+
+
+@triton.jit
 def _gelu_and_mul_sparse_kernel(
     x_ptr,
     x_row_stride,
@@ -90,10 +105,10 @@ def _gelu_and_mul_sparse_kernel(
         mean = tl.sum(g, axis=0) / d
         centered = tl.where(mask, g - mean, 0.0)
         std = tl.sqrt(tl.sum(centered * centered, axis=0) / d)
-        sparse = tl.maximum(g - (mean + std * std_multiplier), 0.0)
+        threshold = _threshold(mean, std, std_multiplier, out_ptr.dtype.element_ty)
         u = tl.load(x_row + d + cols, mask=mask, other=0.0).to(tl.float32)
-        y = _gelu(sparse, APPROX_TANH) * u
-        tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+        y = _gated_gelu(g, threshold, u, APPROX_TANH, out_ptr.dtype.element_ty)
+        tl.store(out_row + cols, y, mask=mask)
     else:
         total = tl.zeros([BLOCK], dtype=tl.float32)
         for start in range(0, d, BLOCK):
@@ -106,14 +121,15 @@ def _gelu_and_mul_sparse_kernel(
             g = tl.load(x_row + c, mask=c < d, other=0.0).to(tl.float32)
             centered = tl.where(c < d, g - mean, 0.0)
             sq += centered * centered
-        threshold = mean + tl.sqrt(tl.sum(sq, axis=0) / d) * std_multiplier
+        std = tl.sqrt(tl.sum(sq, axis=0) / d)
+        threshold = _threshold(mean, std, std_multiplier, out_ptr.dtype.element_ty)
         for start in range(0, d, BLOCK):
             c = start + cols
             mask = c < d
             g = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
             u = tl.load(x_row + d + c, mask=mask, other=0.0).to(tl.float32)
-            y = _gelu(tl.maximum(g - threshold, 0.0), APPROX_TANH) * u
-            tl.store(out_row + c, y.to(out_ptr.dtype.element_ty), mask=mask)
+            y = _gated_gelu(g, threshold, u, APPROX_TANH, out_ptr.dtype.element_ty)
+            tl.store(out_row + c, y, mask=mask)
 
 
 def _gated_rows(op: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
