@@ -62,6 +62,9 @@ FAULTS = {
 def main() -> int:
     fault, demo_args = sys.argv[1], sys.argv[2:]
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    # Before anything imports vLLM (the fault patches do): vLLM resolves the
+    # platform once per process, at the first use.
+    os.environ["VLLM_TEMPLATE_DEVICE"] = "cpu"
     import argparse
 
     from vllm_platform_template.cli.demo import add_arguments, run

@@ -73,7 +73,7 @@ def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     log = tmp_path_factory.mktemp("serve") / "server.log"
     env = {**os.environ, DEVICE_ENV: "cpu", "VLLM_CACHE_ROOT": str(log.parent / "cache")}
     cmd = [
-        sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(tiny_model_dir),
+        sys.executable, "-m", "vllm_platform_template.cli.main", "serve", str(tiny_model_dir),
         "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "tiny",
         "--dtype", "float32", "--max-model-len", "512", "--seed", "0",
         "--kv-cache-memory-bytes", str(256 << 20), "--max-num-seqs", str(CONCURRENT),

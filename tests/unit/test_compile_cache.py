@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
-from vllm_platform_template.platform_plugin.compile_cache import cache_dir_problem
+from vllm_platform_template.platform_plugin.compile_cache import (
+    cache_dir_problem,
+    use_trusted_cache,
+)
 
 
 def test_private_dir_is_fine(tmp_path: Path) -> None:
@@ -38,3 +42,33 @@ def test_path_below_a_file_is_unusable(tmp_path: Path) -> None:
     blocker.write_text("x")
     problem = cache_dir_problem(blocker / "cache")
     assert problem is not None and "not a directory" in problem
+
+
+class _Config:
+    def __init__(self, cache_dir: str = "") -> None:
+        self.cache_dir = cache_dir
+
+
+def test_untrusted_root_is_replaced_by_a_private_one(tmp_path: Path) -> None:
+    (tmp_path / "torch_compile_cache").mkdir()
+    (tmp_path / "torch_compile_cache").chmod(0o777)
+    environ = {"VLLM_CACHE_ROOT": str(tmp_path)}
+    message = use_trusted_cache(_Config(), environ)
+    assert message and "writable by group or others" in message
+    private = Path(environ["VLLM_CACHE_ROOT"])
+    assert private != tmp_path and stat.S_IMODE(private.stat().st_mode) == 0o700
+
+
+def test_trusted_root_is_kept(tmp_path: Path) -> None:
+    environ = {"VLLM_CACHE_ROOT": str(tmp_path)}
+    assert use_trusted_cache(_Config(), environ) is None
+    assert environ["VLLM_CACHE_ROOT"] == str(tmp_path)
+
+
+def test_bad_explicit_cache_dir_is_replaced(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    config = _Config(str(blocker / "cache"))
+    message = use_trusted_cache(config, {"VLLM_CACHE_ROOT": str(tmp_path)})
+    assert message and "not a directory" in message
+    assert not config.cache_dir.startswith(str(blocker))

@@ -111,12 +111,12 @@ def test_default_ir_priorities_are_compile_aware() -> None:
 
 def test_unknown_providers_list_the_registered_ones() -> None:
     problems = policy.unknown_providers(
-        {"rms_norm": ["tempalte_cpu", "native"], "fused_add_rms_norm": None},
-        {"rms_norm": ["native", "template_cpu"]},
+        {"rms_norm": ["my_kernl", "native"], "fused_add_rms_norm": None},
+        {"rms_norm": ["native", "my_kernel"]},
     )
     assert problems == [
-        "unknown provider 'tempalte_cpu' for vLLM IR op 'rms_norm'; registered providers: "
-        "native, template_cpu"
+        "unknown provider 'my_kernl' for vLLM IR op 'rms_norm'; registered providers: "
+        "my_kernel, native"
     ]
 
 

@@ -87,12 +87,11 @@ def collect(device: str | None) -> dict[str, Any]:
         "compile fusion_only stage": (policy.MODE_VLLM_COMPILE, "fusion_only"),
     }
     for regime, (mode, stage) in regimes.items():
-        for op, priority in policy.default_ir_op_priority(diagnosed, mode, stage).items():
-            if op in ops:
-                effective = [
-                    p for p in priority if ops[op]["providers"].get(p, {}).get("supported")
-                ]
-                ops[op].setdefault("priority", {})[regime] = effective
+        for op_name, priority in policy.default_ir_op_priority(diagnosed, mode, stage).items():
+            if op_name in ops:
+                providers = ops[op_name]["providers"]
+                effective = [p for p in priority if providers.get(p, {}).get("supported")]
+                ops[op_name].setdefault("priority", {})[regime] = effective
     report["ir_ops"] = ops
     report["diagnosed_device"] = diagnosed
     return report

@@ -11,6 +11,10 @@ COMMANDS = {
     "tiny-model": ("vllm_platform_template.cli.tiny_model", "write the embedded model"),
     "doctor": ("vllm_platform_template.cli.doctor", "what would run here, and why"),
     "bench-ops": ("vllm_platform_template.cli.bench_ops", "time the IR op providers"),
+    "serve": (
+        "vllm_platform_template.cli.serve",
+        "vLLM's OpenAI-compatible server on the platform",
+    ),
     "new": ("vllm_platform_template.cli.new", "start a plugin for a new device from this one"),
 }
 

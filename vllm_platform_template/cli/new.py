@@ -65,12 +65,14 @@ def renamer(name: str) -> Callable[[str], str]:
         (re.compile(r"VLLM_TEMPLATE_"), f"VLLM_{upper}_"),
         (re.compile(r"vllm-template"), f"vllm-{name}"),
         (re.compile(r"TEMPLATE_ATTN"), f"{upper}_ATTN"),
-        (re.compile(r"\bTemplate(?=[A-Z])"), title),
+        # Our class names (TemplateCpuPlatform, ...), not tokenizers' TemplateProcessing.
+        (re.compile(r"\bTemplate(?=[A-Z])(?!Processing)"), title),
         (re.compile(r"\btemplate_(?=[a-z])"), f"{name}_"),
         (re.compile(r"template::"), f"{name}::"),
         (re.compile(r"ops\.template\b"), f"ops.{name}"),
         (re.compile(r"vllm\.template\b"), f"vllm.{name}"),
         (re.compile(r"(['\"])template\1"), rf"\g<1>{name}\g<1>"),
+        (re.compile(r"(['\"])template_\1"), rf"\g<1>{name}_\g<1>"),
         (re.compile(r"^template = ", re.MULTILINE), f"{name} = "),
     ]
 

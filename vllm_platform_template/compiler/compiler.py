@@ -31,7 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 from unittest.mock import patch
 
 import torch
@@ -75,7 +75,7 @@ def _input_fake_mode_context(example_inputs: list[Any]) -> contextlib.AbstractCo
     return contextlib.nullcontext()
 
 
-def _dynamic_shapes(compile_range: Range) -> str:
+def _dynamic_shapes(compile_range: Range) -> Literal["from_example_inputs", "from_graph"]:
     return "from_example_inputs" if compile_range.is_single_size() else "from_graph"
 
 

@@ -68,7 +68,7 @@ def passes_fingerprint(stage: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
-class TemplatePassManager(CustomGraphPass):  # type: ignore[misc]
+class TemplatePassManager(CustomGraphPass):
     """Runs the template's passes on one piece; an Inductor ``CustomGraphPass``."""
 
     def __init__(self) -> None:

@@ -55,6 +55,14 @@ def build_tokenizer(vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
+def special_token_id(tokenizer: Tokenizer, token: str) -> int:
+    """The id of one of :data:`SPECIAL_TOKENS` (always in the trained vocabulary)."""
+    token_id = tokenizer.token_to_id(token)
+    if token_id is None:
+        raise RuntimeError(f"special token {token!r} missing from the trained tokenizer")
+    return token_id
+
+
 def save_tokenizer(tokenizer: Tokenizer, out_dir: Path, max_length: int) -> None:
     """Write ``tokenizer.json`` and a ``tokenizer_config.json`` with a chat template."""
     tokenizer.save(str(out_dir / "tokenizer.json"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from safetensors.torch import save_file
 
 from .presets import PRESETS, ModelPreset
-from .tokenizer import BOS_TOKEN, EOS_TOKEN, build_tokenizer, save_tokenizer
+from .tokenizer import BOS_TOKEN, EOS_TOKEN, build_tokenizer, save_tokenizer, special_token_id
 from .weights import SEED, make_state_dict
 
 FORMAT_VERSION = 1
@@ -85,8 +85,8 @@ def write_model(size: str, out_dir: Path) -> Path:
         save_tokenizer(tokenizer, tmp, max_length=preset.max_position_embeddings)
         config = hf_config(
             preset,
-            bos_token_id=tokenizer.token_to_id(BOS_TOKEN),
-            eos_token_id=tokenizer.token_to_id(EOS_TOKEN),
+            bos_token_id=special_token_id(tokenizer, BOS_TOKEN),
+            eos_token_id=special_token_id(tokenizer, EOS_TOKEN),
         )
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         generation_config = {

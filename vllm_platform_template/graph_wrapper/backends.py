@@ -59,8 +59,8 @@ class CudaGraphBackend:
         # Capture on the caller's stream when it is a side stream (vLLM's capture
         # context); CUDA cannot capture on the default stream, so torch then uses its own.
         stream = torch.cuda.current_stream()
-        side_stream = {} if stream == torch.cuda.default_stream() else {"stream": stream}
-        with torch.cuda.graph(graph, pool=self.pool, **side_stream):
+        capture_stream = None if stream == torch.cuda.default_stream() else stream
+        with torch.cuda.graph(graph, pool=self.pool, stream=capture_stream):
             output = fn()
         return CapturedGraph(graph, output)
 

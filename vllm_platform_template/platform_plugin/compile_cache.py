@@ -3,10 +3,9 @@
 vLLM's compile cache (``$VLLM_CACHE_ROOT/torch_compile_cache``) holds pickled
 artifacts that are unpickled on the next start, i.e. executed. The platform
 loads them only from a directory owned by the current user and not writable by
-group or others, and needs it writable to save new ones. Otherwise it logs why
-and compiles afresh without any cache for this run (``VLLM_DISABLE_COMPILE_CACHE``
-for vLLM's caches, ``force_disable_caches`` for Inductor's), instead of
-failing or loading artifacts someone else could have planted.
+group or others, and needs it writable to save new ones. Otherwise it logs why and compiles
+afresh into a private temporary cache for this run, instead of failing or
+loading artifacts someone else could have planted.
 
 vLLM hook: ``check_and_update_config`` runs in the front-end process before
 the engine and worker processes are started; they inherit the environment.
@@ -17,7 +16,9 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 
 def cache_dir_problem(path: Path, uid: int | None = None) -> str | None:
@@ -49,12 +50,39 @@ def cache_dir_problem(path: Path, uid: int | None = None) -> str | None:
     return None
 
 
-def compile_cache_root(cache_root: str) -> Path:
-    """vLLM's compile cache directory under ``VLLM_CACHE_ROOT``."""
-    return Path(cache_root).expanduser() / "torch_compile_cache"
+def private_cache_root() -> str:
+    """A fresh directory only this user can read or write (mode 700)."""
+    return tempfile.mkdtemp(prefix="vllm-template-cache-")
 
 
-def disable_compile_caches(inductor_config: dict) -> None:
-    """Compile without loading or saving any artifact in this run (all processes)."""
-    os.environ["VLLM_DISABLE_COMPILE_CACHE"] = "1"
-    inductor_config["force_disable_caches"] = True
+def use_trusted_cache(
+    compilation_config: Any, environ: MutableMapping[str, str] = os.environ
+) -> str | None:
+    """Point vLLM's compile caches away from an untrusted or unwritable directory.
+
+    vLLM keeps its AOT artifacts under ``$VLLM_CACHE_ROOT/torch_compile_cache``
+    and the per-piece cache under ``compilation_config.cache_dir`` when set.
+    A bad location is replaced for this run by a fresh private directory:
+    nothing is loaded from the bad one, nothing written to it, and the run
+    behaves as a cold start. Returns the warning to log, or None.
+    """
+    problems = []
+    if compilation_config.cache_dir:
+        problem = cache_dir_problem(Path(compilation_config.cache_dir).expanduser())
+        if problem:
+            compilation_config.cache_dir = os.path.join(private_cache_root(), "compile")
+            problems.append(problem)
+    from vllm import envs
+
+    root = environ.get("VLLM_CACHE_ROOT") or envs.VLLM_CACHE_ROOT
+    problem = cache_dir_problem(Path(root).expanduser() / "torch_compile_cache")
+    if problem:
+        environ["VLLM_CACHE_ROOT"] = private_cache_root()
+        problems.append(problem)
+    if not problems:
+        return None
+    return (
+        f"not using the compile cache: {'; '.join(problems)}. Compiling afresh into a private "
+        f"temporary cache ({environ.get('VLLM_CACHE_ROOT')}); nothing is loaded from the "
+        "untrusted location. Fix: set VLLM_CACHE_ROOT to a directory you own, mode 700 or 755."
+    )

@@ -59,10 +59,19 @@ def stock_cpu_ids(vllm_config: Any, local_rank: int) -> list[int] | None:
             lists = lists[dp_rank * world : (dp_rank + 1) * world]
         return cpu_resource_utils.parse_id_list(lists[local_rank])
     nodes = cpu_resource_utils.get_visible_memory_node()
+    if len(nodes) < world:
+        # vLLM's auto-bind gives each rank its own NUMA node and refuses otherwise.
+        logger.warning(
+            "template: %d ranks on %d NUMA node(s): threads not bound; set "
+            "VLLM_CPU_OMP_THREADS_BIND (e.g. '0|1') to bind them",
+            world,
+            len(nodes),
+        )
+        return None
     cpus = cpu_resource_utils.get_allowed_cpu_list()
     per_rank: list[list[int]] = []
     for rank in range(world):
-        node = nodes[rank % len(nodes)]
+        node = nodes[rank]
         by_core: dict[int, list[Any]] = {}
         for cpu in cpus:
             if cpu.numa_node == node:
@@ -116,7 +125,7 @@ def pack_gemm_weights(model: torch.nn.Module) -> int:
     class PackedLMHeadMethod(UnquantizedEmbeddingMethod):
         """LM head through the packed GEMM (vLLM's CPU path for ``ParallelLMHead``)."""
 
-        def apply(self, layer, x, bias=None):  # type: ignore[no-untyped-def]
+        def apply(self, layer, x, bias=None):
             return layer.cpu_linear(x, layer.weight, bias)
 
     packed = 0
@@ -124,7 +133,7 @@ def pack_gemm_weights(model: torch.nn.Module) -> int:
         method = getattr(module, "quant_method", None)
         if type(method) is UnquantizedLinearMethod:
             if getattr(module, "_cpu_skip_gemm_dispatch", False):
-                module.cpu_linear = F.linear
+                setattr(module, "cpu_linear", F.linear)  # noqa: B010 (nn.Module attribute typing)
             else:
                 dispatch_cpu_unquantized_gemm(module, remove_weight=True)
             # vLLM chose F.linear for this layer at construction (is_cpu() was False).

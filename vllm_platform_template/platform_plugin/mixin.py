@@ -107,7 +107,8 @@ class TemplatePlatformMixin:
             return super().get_attn_backend_cls(  # type: ignore[misc]
                 selected_backend, attn_selector_config, num_heads
             )
-        return attention_backend_qualname(attn_selector_config, cls.get_device_capability())
+        capability = cls.get_device_capability()  # type: ignore[attr-defined]
+        return attention_backend_qualname(attn_selector_config, capability)
 
     # --- config ----------------------------------------------------------
     @classmethod
@@ -236,6 +237,17 @@ class TemplatePlatformMixin:
             and decision.backend == cls.get_compile_backend()
         ):
             cls._key_compile_cache(vllm_config)
+        if decision.mode == policy.MODE_VLLM_COMPILE:
+            cls._check_compile_cache(vllm_config)
+
+    @classmethod
+    def _check_compile_cache(cls, vllm_config: VllmConfig) -> None:
+        """Use only a trusted, writable compile cache (see ``compile_cache``)."""
+        from vllm_platform_template.platform_plugin import compile_cache
+
+        message = compile_cache.use_trusted_cache(vllm_config.compilation_config)
+        if message:
+            logger.warning("template platform: %s", message)
 
     @classmethod
     def _update_graphs(cls, vllm_config: VllmConfig, capture_sizes: list[int]) -> None:
@@ -248,6 +260,8 @@ class TemplatePlatformMixin:
         )
         requested = cc.cudagraph_mode is not None and cc.cudagraph_mode.has_piecewise_cudagraphs()
         if not (capture_sizes and policy.graphs_enabled(int(cc.mode), enforce_eager, requested)):
+            if not cls._piecewise_graphs_only() and not enforce_eager:
+                return  # the base platform's own full-graph decision stands
             cc.cudagraph_mode = CUDAGraphMode.NONE
             cc.cudagraph_capture_sizes = []
             cc.max_cudagraph_capture_size = 0
@@ -262,7 +276,8 @@ class TemplatePlatformMixin:
             cc.cudagraph_mode = CUDAGraphMode.PIECEWISE
         cc.cudagraph_capture_sizes = sorted(set(capture_sizes))
         cc.max_cudagraph_capture_size = cc.cudagraph_capture_sizes[-1]
-        problems = policy.capture_size_problems(cc.cudagraph_capture_sizes, cc.compile_sizes or [])
+        compile_sizes = [s for s in cc.compile_sizes or [] if isinstance(s, int)]
+        problems = policy.capture_size_problems(cc.cudagraph_capture_sizes, compile_sizes)
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -112,7 +112,7 @@ def enabled_unsupported_fusions(pass_flags: Mapping[str, bool | None]) -> list[s
     return [name for name in VLLM_FUSION_FLAGS if pass_flags.get(name)]
 
 
-def needs_compile_sizes(mode: int, compile_sizes: Iterable[int] | None) -> bool:
+def needs_compile_sizes(mode: int, compile_sizes: Iterable[object] | None) -> bool:
     """True when VLLM_COMPILE would run with ``compile_sizes=None``.
 
     vLLM only fills ``compile_sizes`` on static-graph platforms; ``None`` makes

@@ -10,17 +10,16 @@ captures the piecewise graphs, and reports what ran (``template_report``).
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
 
-from vllm.config import CompilationMode, VllmConfig
+from vllm.config import VllmConfig
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from vllm_platform_template.platform_plugin import cpu_fast_paths
-from vllm_platform_template.platform_plugin.options import parse_options
+from vllm_platform_template.platform_plugin.worker_reports import TemplateWorkerReports
 
 
-class TemplateCPUWorker(CPUWorker):
+class TemplateCPUWorker(TemplateWorkerReports, CPUWorker):
     """``CPUWorker`` for the template CPU platform."""
 
     def __init__(
@@ -57,19 +56,3 @@ class TemplateCPUWorker(CPUWorker):
 
             capture_piecewise_graphs(self.model_runner)
         return super().compile_or_warm_up_model()
-
-    def template_report(self) -> dict[str, Any]:
-        """RPC target of ``LLM.collective_rpc``: what ran where in this worker."""
-        from vllm_platform_template.reporting import worker_report
-
-        return worker_report(self)
-
-    def template_stats(self) -> dict[str, Any]:
-        """Compiler statistics of this worker (empty when nothing was compiled)."""
-        from vllm_platform_template.compiler.stats import snapshot
-        from vllm_platform_template.graph_wrapper.stats import snapshot as graph_snapshot
-
-        compile_stats = snapshot()
-        if self.vllm_config.compilation_config.mode == CompilationMode.VLLM_COMPILE:
-            compile_stats["stage"] = parse_options(self.vllm_config.additional_config).compile_stage
-        return {"compile": compile_stats, "graphs": graph_snapshot()}

@@ -57,7 +57,7 @@ def _writable_in_place(arg: object, node: fx.Node) -> bool:
 class DefunctionalizePass(FixFunctionalizationPass):
     """Schema-driven replacement of vLLM's ``FixFunctionalizationPass`` (see module docstring)."""
 
-    @VllmInductorPass.time_and_log
+    @VllmInductorPass.time_and_log  # type: ignore[arg-type]
     def __call__(self, graph: fx.Graph) -> None:
         self.nodes_to_remove: list[fx.Node] = []
         for node in graph.nodes:

@@ -76,7 +76,7 @@ class SiluAndMulFusionPass(VllmInductorPass):
         super().__init__(config)
         self.matched_count = 0
 
-    @VllmInductorPass.time_and_log
+    @VllmInductorPass.time_and_log  # type: ignore[arg-type]
     def __call__(self, graph: fx.Graph) -> None:
         self.matched_count = 0
         for node in list(graph.nodes):

@@ -19,6 +19,8 @@ platform policy): no Dynamo trace and no compile at start-up.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 from vllm.config import VllmConfig
 from vllm.model_executor.layers.attention.attention import get_attention_context
@@ -27,7 +29,9 @@ from vllm.model_executor.models.llama import (
     LlamaDecoderLayer,
     LlamaForCausalLM,
 )
+from vllm.v1.attention.backend import AttentionLayer
 
+from vllm_platform_template.attention.impl import TemplateAttentionImpl
 from vllm_platform_template.models.llama.kernels import fused_ops
 
 
@@ -39,6 +43,11 @@ class FusedLlamaAttention(LlamaAttention):
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         attn_metadata, layer, kv_cache, slot_mapping = get_attention_context(self.attn.layer_name)
         impl = layer.impl
+        if not isinstance(impl, TemplateAttentionImpl):
+            raise RuntimeError(
+                f"the fused Llama writes the KV cache in TEMPLATE_ATTN's layout, but layer "
+                f"{self.attn.layer_name} uses {type(impl).__name__}; drop --attention-backend"
+            )
         output = torch.empty_like(q)
         if slot_mapping is not None and attn_metadata is not None:
             cos_sin_cache = self.rotary_emb._match_cos_sin_cache_dtype(q)
@@ -55,7 +64,7 @@ class FusedLlamaAttention(LlamaAttention):
                 impl.kv_cache_path(kv_cache),
             )
             impl.forward(
-                layer,
+                cast(AttentionLayer, layer),
                 q.view(-1, self.num_heads, self.head_dim),
                 k.view(-1, self.num_kv_heads, self.head_dim),
                 v.view(-1, self.num_kv_heads, self.head_dim),
@@ -71,7 +80,7 @@ class FusedLlamaAttention(LlamaAttention):
 class FusedLlamaDecoderLayer(LlamaDecoderLayer):
     """Pre-norm decoder layer: every norm is the fused residual add + RMSNorm."""
 
-    def __init__(self, vllm_config: VllmConfig, prefix: str = "", config=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, vllm_config: VllmConfig, prefix: str = "", config: Any = None) -> None:
         super().__init__(vllm_config, prefix, config, attn_layer_type=FusedLlamaAttention)
 
     def forward(

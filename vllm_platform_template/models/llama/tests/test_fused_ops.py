@@ -6,6 +6,8 @@ run in the GPU tier (``tests/gpu``) with the same reference.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -14,6 +16,10 @@ from vllm_platform_template.kernels.paged_attention import reference as attentio
 from vllm_platform_template.models.llama.kernels import fused_ops, reference
 
 torch.manual_seed(0)
+
+
+def _tolerance(dtype: torch.dtype) -> dict[str, Any]:
+    return {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -28,7 +34,7 @@ def test_add_rms_norm(dtype: torch.dtype, tokens: int) -> None:
     weight = torch.randn(256, dtype=dtype)
     want_out, want_residual = reference.add_rms_norm(x, residual, weight, 1e-5)
     out, new_residual = fused_ops.add_rms_norm_(x.clone(), residual.clone(), weight, 1e-5)
-    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    tol = _tolerance(dtype)
     torch.testing.assert_close(out, want_out, **tol)
     torch.testing.assert_close(new_residual, want_residual, **tol)
 
@@ -65,7 +71,7 @@ def test_rope_and_cache(dtype: torch.dtype, path: str) -> None:
     fused_ops.rope_and_cache_(
         positions, q_out, k_out, v, head, cos_sin, True, kv_cache, slots, path
     )
-    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    tol = _tolerance(dtype)
     torch.testing.assert_close(q_out, want_q, **tol)
     torch.testing.assert_close(k_out, want_k, **tol)
     # Read the cache back through the attention path that owns its layout: attending

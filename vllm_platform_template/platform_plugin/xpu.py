@@ -1,0 +1,35 @@
+"""The XPU platform of the template (reserved; unverified on hardware).
+
+vLLM hook: the class named by :func:`~.activation.register` for
+``VLLM_TEMPLATE_DEVICE=xpu``. Built on vLLM's ``XPUPlatform`` (upstream
+PyTorch's XPU device) with the ``template_ipex`` IR provider first in eager
+mode. No XPU was available to this project: its config policy is unit-tested
+on CPU (``tests/unit/test_policy.py``), nothing here has run on an XPU.
+Imported only when selected (``vllm.platforms.xpu`` needs ``vllm_xpu_kernels``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vllm.platforms.xpu import XPUPlatform
+
+from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+STOCK_XPU_WORKER = "vllm.v1.worker.xpu_worker.XPUWorker"
+TEMPLATE_XPU_WORKER = "vllm_platform_template.platform_plugin.xpu_worker.TemplateXPUWorker"
+
+
+class TemplateXpuPlatform(TemplatePlatformMixin, XPUPlatform):
+    """vLLM's XPU platform as an out-of-tree platform of the template."""
+
+    template_device = "xpu"
+
+    @classmethod
+    def _update_worker(cls, vllm_config: VllmConfig) -> None:
+        parallel_config = vllm_config.parallel_config
+        if parallel_config.worker_cls in ("auto", STOCK_XPU_WORKER):
+            parallel_config.worker_cls = TEMPLATE_XPU_WORKER
