@@ -41,6 +41,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from vllm_platform_template.kernels.reference import (
+    native_fused_add_rms_norm,
+    native_gelu_and_mul_sparse,
+    native_rms_norm,
+)
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ROW_SHAPES = ((4096, 4096), (8192, 8192), (16384, 4096), (32768, 8192))
 GATED_SHAPES = ((4096, 2 * 14336), (16384, 2 * 4096), (8192, 2 * 8192))
@@ -54,42 +60,9 @@ PREFILL_BATCHES = ((1, 4096), (8, 1024))  # (requests, tokens each), no cached c
 # ---------------------------------------------------------------------------
 
 
-def native_rms_norm(x, weight, epsilon, variance_size=None):
-    orig_dtype = x.dtype
-    x = x.to(torch.float32)
-    x_var = x if variance_size is None else x[..., :variance_size]
-    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
-    x = x * torch.rsqrt(variance + epsilon)
-    if weight is not None:
-        x = x.to(weight.dtype) * weight
-    return x.to(orig_dtype)
-
-
-def native_fused_add_rms_norm(x, x_residual, weight, epsilon, variance_size=None):
-    orig_dtype = x.dtype
-    x = x.to(torch.float32)
-    x = x + x_residual.to(torch.float32)
-    x_residual = x.to(orig_dtype)
-    x_var = x if variance_size is None else x[..., :variance_size]
-    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
-    x = x * torch.rsqrt(variance + epsilon)
-    if weight is not None:
-        x = x.to(weight.dtype) * weight
-    return x.to(orig_dtype), x_residual
-
-
 def native_silu_and_mul(x):
     d = x.shape[-1] // 2
     return F.silu(x[..., :d]) * x[..., d:]
-
-
-def native_gelu_and_mul_sparse(x, std_multiplier, approximate="none"):
-    d = x.shape[-1] // 2
-    gate = x[..., :d]
-    mean = torch.mean(gate, dim=-1, keepdim=True)
-    std = torch.std(gate, dim=-1, keepdim=True, unbiased=False)
-    sparse_gate = F.relu(gate - (mean + std * std_multiplier))
-    return F.gelu(sparse_gate, approximate=approximate) * x[..., d:]
 
 
 # ---------------------------------------------------------------------------

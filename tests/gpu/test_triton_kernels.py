@@ -21,7 +21,6 @@ import os
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 triton = pytest.importorskip("triton")
 
@@ -35,6 +34,11 @@ pytestmark = [
 ]
 
 from vllm_platform_template.kernels import reference  # noqa: E402
+from vllm_platform_template.kernels.reference import (  # noqa: E402
+    native_fused_add_rms_norm,
+    native_gelu_and_mul_sparse,
+    native_rms_norm,
+)
 from vllm_platform_template.kernels.triton import activation, layernorm, rotary  # noqa: E402
 from vllm_platform_template.kernels.triton import paged_attention as pa  # noqa: E402
 
@@ -66,39 +70,6 @@ def _assert_close_rows(got: torch.Tensor, expected: torch.Tensor) -> None:
 # ---------------------------------------------------------------------------
 # Reference semantics (vLLM IR native ops; pure-torch paged attention)
 # ---------------------------------------------------------------------------
-
-
-def native_rms_norm(x, weight, epsilon, variance_size=None):
-    orig_dtype = x.dtype
-    x = x.to(torch.float32)
-    x_var = x if variance_size is None else x[..., :variance_size]
-    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
-    x = x * torch.rsqrt(variance + epsilon)
-    if weight is not None:
-        x = x.to(weight.dtype) * weight
-    return x.to(orig_dtype)
-
-
-def native_fused_add_rms_norm(x, x_residual, weight, epsilon, variance_size=None):
-    orig_dtype = x.dtype
-    x = x.to(torch.float32)
-    x = x + x_residual.to(torch.float32)
-    x_residual = x.to(orig_dtype)
-    x_var = x if variance_size is None else x[..., :variance_size]
-    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
-    x = x * torch.rsqrt(variance + epsilon)
-    if weight is not None:
-        x = x.to(weight.dtype) * weight
-    return x.to(orig_dtype), x_residual
-
-
-def native_gelu_and_mul_sparse(x, std_multiplier, approximate="none"):
-    d = x.shape[-1] // 2
-    gate = x[..., :d]
-    mean = torch.mean(gate, dim=-1, keepdim=True)
-    std = torch.std(gate, dim=-1, keepdim=True, unbiased=False)
-    sparse_gate = F.relu(gate - (mean + std * std_multiplier))
-    return F.gelu(sparse_gate, approximate=approximate) * x[..., d:]
 
 
 def split_kv_cache(kv_cache):

@@ -42,6 +42,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from vllm_platform_template.kernels.reference import (  # torch only, no kernels
+    native_fused_add_rms_norm,
+    native_gelu_and_mul_sparse,
+    native_rms_norm,
+)
+
 # The parent process must not import the kernel modules (nor anything that
 # imports them): only the child, started with TRITON_INTERPRET=1, does.
 
@@ -53,41 +59,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # ---------------------------------------------------------------------------
 # Reference semantics (vLLM IR native ops; pure-torch paged attention)
 # ---------------------------------------------------------------------------
-
-
-def native_rms_norm(x, weight, epsilon, variance_size=None):
-    orig_dtype = x.dtype
-    x = x.to(torch.float32)
-    x_var = x if variance_size is None else x[..., :variance_size]
-    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
-    x = x * torch.rsqrt(variance + epsilon)
-    if weight is not None:
-        x = x.to(weight.dtype) * weight
-    return x.to(orig_dtype)
-
-
-def native_fused_add_rms_norm(x, x_residual, weight, epsilon, variance_size=None):
-    orig_dtype = x.dtype
-    x = x.to(torch.float32)
-    x = x + x_residual.to(torch.float32)
-    x_residual = x.to(orig_dtype)
-    x_var = x if variance_size is None else x[..., :variance_size]
-    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
-    x = x * torch.rsqrt(variance + epsilon)
-    if weight is not None:
-        x = x.to(weight.dtype) * weight
-    return x.to(orig_dtype), x_residual
-
-
-def native_gelu_and_mul_sparse(x, std_multiplier, approximate="none"):
-    import torch.nn.functional as F
-
-    d = x.shape[-1] // 2
-    gate = x[..., :d]
-    mean = torch.mean(gate, dim=-1, keepdim=True)
-    std = torch.std(gate, dim=-1, keepdim=True, unbiased=False)
-    sparse_gate = F.relu(gate - (mean + std * std_multiplier))
-    return F.gelu(sparse_gate, approximate=approximate) * x[..., d:]
 
 
 def split_kv_cache(kv_cache):

@@ -1,8 +1,10 @@
 """Reference semantics of the template's ops in plain torch.
 
 Each function is the readable definition the device kernels are tested
-against. vLLM IR ops already carry their native semantics in ``vllm.ir``;
-these are for the plugin's own ops (fused activation, rotary embedding).
+against. ``native_*`` repeat vLLM IR's native implementations
+(``vllm/ir/ops``) verbatim so that the kernel tests and GPU benchmarks run
+without vLLM; the conformance kit checks the providers against ``vllm.ir``
+itself, which keeps these copies honest.
 """
 
 from __future__ import annotations
@@ -53,3 +55,49 @@ def rotary_embedding(
         return torch.cat((out, passthrough), dim=-1).reshape(shape)
 
     return rotate(query), rotate(key) if key is not None else None
+
+
+def native_rms_norm(
+    x: torch.Tensor, weight: torch.Tensor | None, epsilon: float, variance_size: int | None = None
+) -> torch.Tensor:
+    """vLLM IR ``rms_norm`` (native)."""
+    orig_dtype = x.dtype
+    x = x.to(torch.float32)
+    x_var = x if variance_size is None else x[..., :variance_size]
+    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
+    x = x * torch.rsqrt(variance + epsilon)
+    if weight is not None:
+        x = x.to(weight.dtype) * weight
+    return x.to(orig_dtype)
+
+
+def native_fused_add_rms_norm(
+    x: torch.Tensor,
+    x_residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM IR ``fused_add_rms_norm`` (native)."""
+    orig_dtype = x.dtype
+    x = x.to(torch.float32)
+    x = x + x_residual.to(torch.float32)
+    x_residual = x.to(orig_dtype)
+    x_var = x if variance_size is None else x[..., :variance_size]
+    variance = x_var.pow(2).mean(dim=-1, keepdim=True)
+    x = x * torch.rsqrt(variance + epsilon)
+    if weight is not None:
+        x = x.to(weight.dtype) * weight
+    return x.to(orig_dtype), x_residual
+
+
+def native_gelu_and_mul_sparse(
+    x: torch.Tensor, std_multiplier: float, approximate: str = "none"
+) -> torch.Tensor:
+    """vLLM IR ``gelu_and_mul_sparse`` (native)."""
+    d = x.shape[-1] // 2
+    gate = x[..., :d]
+    mean = torch.mean(gate, dim=-1, keepdim=True)
+    std = torch.std(gate, dim=-1, keepdim=True, unbiased=False)
+    sparse_gate = F.relu(gate - (mean + std * std_multiplier))
+    return F.gelu(sparse_gate, approximate=approximate) * x[..., d:]
