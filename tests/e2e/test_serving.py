@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -126,6 +127,43 @@ def test_concurrent_load_equals_sequential_results(server: Server) -> None:
     assert server.completion(PROMPTS[1]) == sequential[PROMPTS[1]]
 
 
+# vLLM 0.32's AsyncLLM.shutdown tears the engine core down before it cancels
+# its output_handler task; when the loop runs the handler first it logs the
+# client's own EngineDeadError poison pill with a traceback. Stock vLLM, any
+# platform: https://github.com/vllm-project/vllm/issues/48745 (fix in PR
+# #49000). Remove this allowance when the supported vLLM includes that fix.
+_UPSTREAM_SHUTDOWN_RACE = re.compile(
+    r"^.*\[async_llm\.py:\d+\] AsyncLLM output_handler failed\.\n"
+    r"(?:^.*\[async_llm\.py:\d+\] .*\n)*?"
+    r"^.*\[async_llm\.py:\d+\] vllm\.v1\.engine\.exceptions\.EngineDeadError: .*\n",
+    re.MULTILINE,
+)
+
+
+def strip_upstream_shutdown_race(log: str) -> str:
+    """Drop the known upstream output_handler race, only when it follows shutdown."""
+    start = log.find("[shutdown]")
+    if start < 0:
+        return log
+    return log[:start] + _UPSTREAM_SHUTDOWN_RACE.sub("", log[start:])
+
+
+def test_upstream_race_filter_keeps_other_tracebacks() -> None:
+    race = (
+        "(APIServer pid=1) INFO [utils.py:628] [shutdown] Process manager: send sigterm\n"
+        "(APIServer pid=1) ERROR 11-22 [async_llm.py:906] AsyncLLM output_handler failed.\n"
+        "(APIServer pid=1) ERROR 11-22 [async_llm.py:906] Traceback (most recent call last):\n"
+        '(APIServer pid=1) ERROR 11-22 [async_llm.py:906]   File "x.py", line 1, in f\n'
+        "(APIServer pid=1) ERROR 11-22 [async_llm.py:906] "
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n"
+    )
+    assert "Traceback" not in strip_upstream_shutdown_race(race)
+    other = race + "Traceback (most recent call last):\n  RuntimeError: boom\n"
+    assert "Traceback" in strip_upstream_shutdown_race(other)
+    before_shutdown = race.replace("[shutdown]", "[startup]")
+    assert "Traceback" in strip_upstream_shutdown_race(before_shutdown)
+
+
 def test_shutdown_without_tracebacks(server: Server) -> None:
     server.proc.send_signal(signal.SIGINT)
     try:
@@ -133,5 +171,5 @@ def test_shutdown_without_tracebacks(server: Server) -> None:
     except subprocess.TimeoutExpired:
         server.proc.kill()
         pytest.fail("vllm serve did not stop within 120 s of SIGINT")
-    log = server.log.read_text()
+    log = strip_upstream_shutdown_race(server.log.read_text())
     assert "Traceback" not in log, log[-5000:]
