@@ -1,34 +1,76 @@
-"""Shared helpers of the benchmark scripts: run probes in fresh processes, print tables."""
+"""Shared helpers of the benchmark scripts: engine probes in own processes, tables."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 PROBE = Path(__file__).with_name("_engine_probe.py")
 
 
-def run_probe(spec: dict[str, Any], cache_root: str | None = None, timeout: int = 1800) -> dict:
-    """One engine start in a fresh process (own VLLM_CACHE_ROOT unless given)."""
-    env = dict(os.environ)
-    env.pop("VLLM_TEMPLATE_DEVICE", None)
-    root = cache_root or tempfile.mkdtemp(prefix="vllm-bench-")
-    env["VLLM_CACHE_ROOT"] = root
-    proc = subprocess.run(
-        [sys.executable, str(PROBE), json.dumps(spec)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"probe {spec} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+class EngineProbe:
+    """A live engine in a fresh process (own VLLM_CACHE_ROOT unless given: init is cold)."""
+
+    def __init__(self, spec: dict[str, Any], cache_root: str | None = None) -> None:
+        env = dict(os.environ)
+        env.pop("VLLM_TEMPLATE_DEVICE", None)
+        env["VLLM_CACHE_ROOT"] = cache_root or tempfile.mkdtemp(prefix="vllm-bench-")
+        self.spec = spec
+        # stays open for the probe's lifetime; closed in close()
+        self._log: IO[str] = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            "w+", prefix="probe-", suffix=".log", delete=False
+        )
+        self._proc = subprocess.Popen(
+            [sys.executable, str(PROBE), json.dumps(spec)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        self.init = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            self._proc.wait()
+            self._log.seek(0)
+            tail = self._log.read()[-4000:]
+            raise RuntimeError(f"probe {self.spec} exited ({self._proc.returncode}):\n{tail}")
+        return json.loads(line)
+
+    def ask(self, **command: Any) -> dict[str, Any]:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(command) + "\n")
+        self._proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                self._proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+                self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+        self._log.close()
+        os.unlink(self._log.name)
+
+
+def init_seconds(spec: dict[str, Any], cache_root: str | None = None) -> float:
+    """Engine init seconds of one start in a fresh process."""
+    probe = EngineProbe(spec, cache_root)
+    probe.close()
+    return float(probe.init["init_s"])
 
 
 def machine() -> str:

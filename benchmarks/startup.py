@@ -13,9 +13,9 @@ import json
 import tempfile
 from typing import Any
 
-from _common import machine, print_table, run_probe
+from _common import init_seconds, machine, print_table
 
-VARIANTS = ("stock", "template-fusion_only", "template-graph")
+VARIANTS = ("stock", "template-fusion_only", "template-graph", "template-fused-model")
 
 
 def main() -> None:
@@ -26,15 +26,15 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for variant in VARIANTS:
         root = tempfile.mkdtemp(prefix=f"startup-{variant}-")
-        spec = {"variant": variant, "size": args.size, "repeats": 1, "decode_tokens": 8}
-        cold = run_probe(spec, cache_root=root)
-        warm = run_probe(spec, cache_root=root)
+        spec = {"variant": variant, "size": args.size}
+        cold = init_seconds(spec, cache_root=root)
+        warm = init_seconds(spec, cache_root=root)
         rows.append(
             {
                 "variant": variant,
-                "cold_init_s": cold["init_s"],
-                "warm_init_s": warm["init_s"],
-                "warm/cold": round(warm["init_s"] / cold["init_s"], 2),
+                "cold_init_s": cold,
+                "warm_init_s": warm,
+                "warm/cold": round(warm / cold, 2),
             }
         )
         print(json.dumps(rows[-1]), flush=True)
