@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import subprocess
 import sys
 import tempfile
@@ -111,7 +110,6 @@ def main() -> None:
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=dict(os.environ),
         )
         table[variant] = shares(raw)
     parts = [*PARTS, "model forward, other Python", "other"]

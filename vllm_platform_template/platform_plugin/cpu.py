@@ -29,17 +29,13 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
     """vLLM's CPU platform as an out-of-tree platform of the template."""
 
     template_device = "cpu"
+    stock_worker_cls = STOCK_CPU_WORKER
+    template_worker_cls = TEMPLATE_CPU_WORKER
     # device_name/device_type stay "cpu": vLLM builds torch.device(device_name)
     # and CpuPlatform asserts device_type == "cpu". A real accelerator plugin uses
     # its torch device name here (e.g. "npu" via PrivateUse1).
     device_name = "cpu"
     device_type = "cpu"
-
-    @classmethod
-    def _update_worker(cls, vllm_config: VllmConfig) -> None:
-        parallel_config = vllm_config.parallel_config
-        if parallel_config.worker_cls in ("auto", STOCK_CPU_WORKER):
-            parallel_config.worker_cls = TEMPLATE_CPU_WORKER
 
     @classmethod
     def _apply_device_defaults(cls, vllm_config: VllmConfig) -> None:

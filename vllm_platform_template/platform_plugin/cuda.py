@@ -12,14 +12,9 @@ Its decisions are the pure functions in ``policy``, unit-tested on CPU.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from vllm.platforms.cuda import CudaPlatform
 
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
-
-if TYPE_CHECKING:
-    from vllm.config import VllmConfig
 
 STOCK_GPU_WORKER = "vllm.v1.worker.gpu_worker.Worker"
 TEMPLATE_GPU_WORKER = "vllm_platform_template.platform_plugin.gpu_worker.TemplateGPUWorker"
@@ -29,12 +24,8 @@ class TemplateCudaPlatform(TemplatePlatformMixin, CudaPlatform):  # type: ignore
     """vLLM's CUDA platform as an out-of-tree platform of the template."""
 
     template_device = "cuda"
-
-    @classmethod
-    def _update_worker(cls, vllm_config: VllmConfig) -> None:
-        parallel_config = vllm_config.parallel_config
-        if parallel_config.worker_cls in ("auto", STOCK_GPU_WORKER):
-            parallel_config.worker_cls = TEMPLATE_GPU_WORKER
+    stock_worker_cls = STOCK_GPU_WORKER
+    template_worker_cls = TEMPLATE_GPU_WORKER
 
     @classmethod
     def _piecewise_graphs_only(cls) -> bool:

@@ -53,6 +53,9 @@ class TemplatePlatformMixin:
 
     _enum = PlatformEnum.OOT
     template_device: ClassVar[str]
+    # the base platform's worker, and the template's subclass that replaces it
+    stock_worker_cls: ClassVar[str]
+    template_worker_cls: ClassVar[str]
 
     # --- compilation -----------------------------------------------------
     @classmethod
@@ -197,7 +200,14 @@ class TemplatePlatformMixin:
 
     @classmethod
     def _update_worker(cls, vllm_config: VllmConfig) -> None:
-        """Point ``parallel_config.worker_cls`` at the platform's worker."""
+        """Point ``parallel_config.worker_cls`` at the platform's worker.
+
+        Only vLLM's own choice (``auto`` or the base platform's worker) is
+        replaced; a worker class the user asked for is kept.
+        """
+        parallel_config = vllm_config.parallel_config
+        if parallel_config.worker_cls in ("auto", cls.stock_worker_cls):
+            parallel_config.worker_cls = cls.template_worker_cls
 
     @classmethod
     def _update_device_config(cls, vllm_config: VllmConfig) -> None:

@@ -10,14 +10,9 @@ Imported only when selected (``vllm.platforms.xpu`` needs ``vllm_xpu_kernels``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from vllm.platforms.xpu import XPUPlatform
 
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
-
-if TYPE_CHECKING:
-    from vllm.config import VllmConfig
 
 STOCK_XPU_WORKER = "vllm.v1.worker.xpu_worker.XPUWorker"
 TEMPLATE_XPU_WORKER = "vllm_platform_template.platform_plugin.xpu_worker.TemplateXPUWorker"
@@ -27,9 +22,5 @@ class TemplateXpuPlatform(TemplatePlatformMixin, XPUPlatform):
     """vLLM's XPU platform as an out-of-tree platform of the template."""
 
     template_device = "xpu"
-
-    @classmethod
-    def _update_worker(cls, vllm_config: VllmConfig) -> None:
-        parallel_config = vllm_config.parallel_config
-        if parallel_config.worker_cls in ("auto", STOCK_XPU_WORKER):
-            parallel_config.worker_cls = TEMPLATE_XPU_WORKER
+    stock_worker_cls = STOCK_XPU_WORKER
+    template_worker_cls = TEMPLATE_XPU_WORKER
