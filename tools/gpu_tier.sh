@@ -6,10 +6,20 @@
 # Without vLLM (the kernels and graph backend need none), vLLM's pure-Python
 # files on PYTHONPATH are enough for the conformance kit's `import vllm.ir`
 # (see README, "GPU tier").
+# With no vLLM and no network there: GPU_BUNDLE=DIR names a bundle made by
+# tools/gpu_bundle.py (vLLM's Python + the wheels the machine lacks); it is
+# installed into $GPU_SITE (default /tmp/gpu-site) and the project beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 results="${1:-gpu-results}"
 mkdir -p "$results"
+if [ -n "${GPU_BUNDLE:-}" ]; then
+    site="${GPU_SITE:-/tmp/gpu-site}"
+    [ -d "$site/vllm" ] || python tools/gpu_bundle.py install "$GPU_BUNDLE" --target "$site"
+    python -m pip install -q --no-index --no-deps --no-build-isolation --target "$site" \
+        --upgrade . >/dev/null
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 python -c "import torch; assert torch.cuda.is_available(), 'the GPU tier needs a CUDA GPU'"
 python -m pytest -m gpu tests/gpu -q -p no:cacheprovider

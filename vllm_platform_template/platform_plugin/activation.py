@@ -31,7 +31,7 @@ PLUGIN_NAME = "template"
 
 PLATFORM_QUALNAMES: dict[str, str] = {
     "cpu": "vllm_platform_template.platform_plugin.cpu.TemplateCpuPlatform",
-    "cuda": "vllm_platform_template.platform_plugin.cuda.TemplateCudaPlatform",
+    "cuda": "vllm_platform_template.platform_plugin.gpu.TemplateGpuPlatform",
     "xpu": "vllm_platform_template.platform_plugin.xpu.TemplateXpuPlatform",
 }
 ERROR_QUALNAME = "vllm_platform_template.platform_plugin.activation.raise_activation_error"
@@ -107,21 +107,22 @@ def device_problem(device: str, found: tuple[str, str] | None) -> str | None:
             )
         return None
     if device == "cuda":
-        if importlib.util.find_spec("vllm._C_stable_libtorch") is None:
-            return (
-                f"{DEVICE_ENV}=cuda asks for the CUDA reference backend, but the installed vLLM "
-                f"({' '.join(found) if found else 'none'}) has no CUDA kernels. Install "
-                "`pip install 'vllm-platform-template[cuda]'` on a machine with an NVIDIA GPU, "
-                f"or set {DEVICE_ENV}=cpu."
-            )
         count = _cuda_device_count()
         if count == 0:
             import torch
 
             return (
-                f"{DEVICE_ENV}=cuda asks for the CUDA reference backend, but torch "
+                f"{DEVICE_ENV}=cuda asks for the GPU reference backend, but torch "
                 f"{torch.__version__} sees no CUDA device on this machine. Set {DEVICE_ENV}=cpu "
                 "or run on a machine with an NVIDIA GPU."
+            )
+        # The GPU platform needs no compiled vLLM file (pure-Python vLLM is enough),
+        # but its kernels are Triton's and its device is torch's.
+        if importlib.util.find_spec("triton") is None:
+            return (
+                f"{DEVICE_ENV}=cuda asks for the GPU reference backend, whose kernels are "
+                "Triton kernels, but triton is not installed. Install "
+                "`pip install 'vllm-platform-template[cuda]'` (or `pip install triton`)."
             )
         return None
     if device == "xpu":

@@ -50,6 +50,44 @@ def _quiet_accelerator_cleanup() -> None:
     engine_core.cleanup_dist_env_and_memory = cleanup_dist_env_and_memory
 
 
+# vLLM modules that bind ``get_accelerator_view_from_cpu_tensor`` by name at import.
+_UVA_VIEW_USERS = (
+    "vllm.utils.torch_utils",
+    "vllm.v1.worker.gpu.buffer_utils",
+    "vllm.model_executor.model_loader.utils",
+    "vllm.model_executor.offloader.uva",
+)
+
+
+def _uva_device_view() -> None:
+    """Give vLLM's pinned-memory device views to the template GPU platform."""
+    import importlib
+
+    import vllm.utils.torch_utils as torch_utils
+
+    from vllm_platform_template.kernels.cuda_uva import cuda_view_of_pinned
+
+    original = torch_utils.get_accelerator_view_from_cpu_tensor
+    if getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def get_accelerator_view_from_cpu_tensor(cpu_tensor):
+        from vllm.platforms import current_platform
+
+        if current_platform.is_out_of_tree() and current_platform.device_type == "cuda":
+            return cuda_view_of_pinned(cpu_tensor)
+        return original(cpu_tensor)
+
+    get_accelerator_view_from_cpu_tensor.__template_patched__ = True  # type: ignore[attr-defined]
+    for name in _UVA_VIEW_USERS:
+        module = importlib.import_module(name)
+        if hasattr(module, "get_accelerator_view_from_cpu_tensor"):
+            setattr(  # noqa: B010  (the rebinding is this patch)
+                module, "get_accelerator_view_from_cpu_tensor", get_accelerator_view_from_cpu_tensor
+            )
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         name="engine_core_accelerator_cleanup",
@@ -70,6 +108,27 @@ PATCHES: tuple[Patch, ...] = (
         ),
         apply=_quiet_accelerator_cleanup,
         devices=("cpu",),
+    ),
+    Patch(
+        name="uva_device_view",
+        why=(
+            "Model Runner V2 (vLLM's default) keeps its input buffers in pinned host memory "
+            "and reads them on the device through get_accelerator_view_from_cpu_tensor, "
+            "which serves CUDA/ROCm (vllm._C) and XPU and raises for every out-of-tree "
+            "platform ('currently not supported in: cuda'), though the platform says pinned "
+            "memory, hence UVA, is available. The template GPU platform answers with "
+            "kernels/cuda_uva.py (a zero-copy CUDA view of the pinned tensor, torch only)."
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/utils/torch_utils.py::get_accelerator_view_from_cpu_tensor "
+            "branches on is_cuda_alike()/is_xpu(); no Platform method exists for it"
+        ),
+        remove_when=(
+            "vLLM asks the platform for the device view (a Platform hook), or gates UVA "
+            "buffers on a platform answer other than is_pin_memory_available()"
+        ),
+        apply=_uva_device_view,
+        devices=("cuda",),
     ),
 )
 

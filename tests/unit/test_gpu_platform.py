@@ -1,0 +1,54 @@
+"""The GPU platform's shape and answers, checked on any machine (no GPU needed).
+
+What it does on a GPU is the GPU tier's job (tests/gpu); here: it is a plain
+``Platform`` (no ``CudaPlatform``, so no compiled vLLM file), out of tree, with
+its own worker, communicator and block-size default, and its UVA view refuses
+memory that is not pinned instead of reading garbage.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from vllm.platforms.interface import Platform, PlatformEnum
+
+from vllm_platform_template.kernels.cuda_uva import cuda_view_of_pinned
+from vllm_platform_template.platform_plugin import gpu
+from vllm_platform_template.platform_plugin.activation import PLATFORM_QUALNAMES
+
+
+def test_gpu_platform_is_a_plain_out_of_tree_platform() -> None:
+    cls = gpu.TemplateGpuPlatform
+    assert PLATFORM_QUALNAMES["cuda"] == f"{cls.__module__}.{cls.__qualname__}"
+    assert issubclass(cls, Platform)
+    assert [c.__name__ for c in cls.__mro__ if c.__module__.startswith("vllm.platforms")] == [
+        "Platform"
+    ]
+    assert cls._enum == PlatformEnum.OOT
+    assert (cls.device_type, cls.dispatch_key, cls.dist_backend) == ("cuda", "CUDA", "nccl")
+
+
+def test_gpu_platform_names_its_own_worker_and_communicator() -> None:
+    config = SimpleNamespace(parallel_config=SimpleNamespace(worker_cls="auto"))
+    gpu.TemplateGpuPlatform._update_worker(config)  # type: ignore[arg-type]
+    assert config.parallel_config.worker_cls == gpu.TEMPLATE_GPU_WORKER
+    assert gpu.TemplateGpuPlatform.get_device_communicator_cls() == gpu.GPU_COMMUNICATOR
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, gpu.DEFAULT_BLOCK_SIZE), (32, 32)])
+def test_gpu_platform_block_size_default(given: int | None, expected: int) -> None:
+    config = SimpleNamespace(cache_config=SimpleNamespace(block_size=given))
+    gpu.TemplateGpuPlatform._update_device_config(config)  # type: ignore[arg-type]
+    assert config.cache_config.block_size == expected
+
+
+def test_uva_view_refuses_unpinned_memory() -> None:
+    with pytest.raises(ValueError, match="pinned"):
+        cuda_view_of_pinned(torch.zeros(4))
+
+
+def test_uva_view_refuses_non_cpu_tensors() -> None:
+    with pytest.raises(ValueError, match="CPU tensor"):
+        cuda_view_of_pinned(torch.zeros(4, device="meta"))
