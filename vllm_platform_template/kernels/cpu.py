@@ -2,8 +2,8 @@
 
 vLLM's CPU build ships vectorised C++ kernels (``torch.ops._C.rms_norm``,
 ``fused_add_rms_norm``, ``silu_and_mul``, ``rotary_embedding``) once a process
-has loaded ``vllm._C`` (vLLM's platform does so in every worker through
-``Platform.import_kernels``). This module uses them when they are loaded and
+has loaded vLLM's CPU build for its ISA (``vllm_cpu_build``; the platform does so
+in every worker through ``Platform.import_kernels``). This module uses them when they are loaded and
 otherwise falls back to vectorised torch with the same semantics, so it imports
 and runs without vLLM. A vendor replaces these bodies with calls into its own
 kernel library.
