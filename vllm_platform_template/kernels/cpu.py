@@ -57,18 +57,6 @@ def vllm_cpu_op(name: str):
         return None
 
 
-def supports_rows(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
-    """Layout the C++ row kernels need: CPU, float, last dim contiguous, weight like x."""
-    return (
-        x.device.type == "cpu"
-        and x.dtype in _FLOAT_DTYPES
-        and x.dim() >= 1
-        and x.shape[-1] > 0
-        and x.stride(-1) == 1
-        and (weight is None or (weight.dtype == x.dtype and weight.shape == x.shape[-1:]))
-    )
-
-
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> torch.Tensor:
     """RMSNorm over the last dimension (vLLM IR ``rms_norm`` without ``variance_size``)."""
     check_rows("rms_norm", x, weight)

@@ -14,7 +14,7 @@ which is what a vendor's platform does; see ``cpu.py`` and ``cuda.py``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from vllm.platforms.interface import PlatformEnum
 
@@ -346,8 +346,3 @@ class TemplatePlatformMixin:
         problems = policy.unknown_providers(priorities, registered)
         if problems:
             raise ValueError("; ".join(problems) + " (set with --ir-op-priority.<op>=...)")
-
-    @classmethod
-    def describe(cls) -> dict[str, Any]:
-        """Identity of the platform for reports (demo, doctor)."""
-        return {"platform": f"{cls.__module__}.{cls.__qualname__}", "device": cls.template_device}
