@@ -138,3 +138,15 @@ def test_cpu_scheduler_defaults_replace_only_generic_defaults() -> None:
 def test_fusion_passes_per_stage() -> None:
     assert "silu_and_mul" in policy.fusion_passes("fusion_only")
     assert "silu_and_mul" not in policy.fusion_passes("graph")
+
+
+def test_xpu_policy() -> None:
+    """The XPU platform's policy (xpu.py names this test): IPEX first in eager and
+    fusion-only, every op native under Inductor, vLLM's graph defaults."""
+    for mode, stage in ((MODE_NONE, "graph"), (MODE_VLLM_COMPILE, "fusion_only")):
+        priorities = policy.default_ir_op_priority("xpu", mode, stage)
+        assert all(p == ["template_ipex", "native"] for p in priorities.values()), priorities
+    graph = policy.default_ir_op_priority("xpu", MODE_VLLM_COMPILE, "graph")
+    assert all(p == ["native"] for p in graph.values()), graph
+    assert policy.default_graph_mode("xpu") is None
+    assert policy.default_max_capture_size("xpu", 256, 1) is None

@@ -42,8 +42,9 @@ if _version_problem is not None:
 COMPILER_QUALNAME = "vllm_platform_template.compiler.TemplateCompiler"
 PASS_MANAGER_QUALNAME = "vllm_platform_template.compiler.pass_manager.TemplatePassManager"
 # The pass manager travels to the compiler under its own key, not Inductor's
-# "post_grad_custom_post_pass": the template compiler runs the passes itself,
-# before choosing a stage, so Inductor must not run them a second time.
+# "post_grad_custom_post_pass", so that the template compiler decides per stage
+# where it runs: fusion_only runs it itself (AOTAutograd's inner compile), graph
+# installs it as Inductor's post-grad pass (compiler/compiler.py).
 TEMPLATE_PASS_KEY = "template_pass_manager"
 GRAPH_WRAPPER_QUALNAME = "vllm_platform_template.graph_wrapper.wrapper.TemplateGraphWrapper"
 

@@ -49,8 +49,9 @@ class TemplateCPUWorker(TemplateWorkerReports, CPUWorker):
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
         # vLLM's CPUWorker never captures graphs; the template platform runs the
-        # compiled pieces as (emulated) static graphs, captured here as the GPU
-        # worker does after warm-up.
+        # compiled pieces as (emulated) static graphs, captured here - before
+        # CPUWorker's own compile/warm-up pass; _capture_cudagraphs warms each
+        # size up before capturing it, as the GPU model runner does.
         if not self.model_config.enforce_eager:
             from vllm_platform_template.graph_wrapper.capture import capture_piecewise_graphs
 
