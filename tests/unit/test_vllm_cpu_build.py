@@ -30,7 +30,10 @@ print(json.dumps({
     "module": build.module, "isa": build.isa, "host": build.host_isa, "reason": build.reason,
     "same": again is build,
     "mapped": [p.rsplit("/", 1)[-1] for p in vllm_cpu_build.loaded_vllm_builds()],
-    "vllm_modules": sorted(m for m in sys.modules if m == "vllm" or m.startswith("vllm.")),
+    "vllm_modules": sorted(
+        m for m, mod in sys.modules.items()
+        if mod is not None and (m == "vllm" or m.startswith("vllm."))
+    ),
     "has_rms_norm": hasattr(torch.ops._C, "rms_norm"),
 }))
 """
@@ -122,4 +125,28 @@ def test_template_platform_loads_through_the_helper() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     mapped = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [m.split(".")[0] for m in mapped] == ["_C_AVX2"], mapped
+
+
+def test_importing_another_build_raises_instead_of_killing_the_process() -> None:
+    """After the loader, ``import vllm._C`` (AVX-512: SIGILL here, abort as a 2nd build) is an
+    ImportError that vLLM's CpuPlatform.import_kernels catches."""
+    if vllm_cpu_build.host_isa() not in ("avx2", "avx512", "avx512_bf16"):
+        pytest.skip("not an x86 CPU with AVX2")
+    code = (
+        "import json; from vllm_platform_template.kernels import vllm_cpu_build as b;"
+        "b.load_cpu_kernels()\n"
+        "try:\n    import vllm._C\n    r = 'imported'\n"
+        "except ImportError:\n    r = 'ImportError'\n"
+        "from vllm.platforms.cpu import CpuPlatform; CpuPlatform.import_kernels()\n"
+        "print(json.dumps([r, [p.rsplit('/', 1)[-1] for p in b.loaded_vllm_builds()]]))"
+    )
+    env = {**os.environ, ISA_ENV: "avx2"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result, mapped = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == "ImportError"
     assert [m.split(".")[0] for m in mapped] == ["_C_AVX2"], mapped

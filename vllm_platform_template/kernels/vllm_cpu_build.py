@@ -164,8 +164,22 @@ def load_cpu_kernels() -> CpuKernelBuild:
         )
         return _loaded
     torch.ops.load_library(path)
+    _block_other_builds(name)
     _loaded = CpuKernelBuild(f"vllm.{name}", path, level, host, reason)
     return _loaded
+
+
+def _block_other_builds(loaded: str) -> None:
+    """Make ``import vllm.<other build>`` raise ImportError in this process.
+
+    A second build would abort the process (or SIGILL on a CPU it does not fit);
+    vLLM's ``CpuPlatform.import_kernels`` - which runs in-process wherever stock
+    vLLM's platform is current, e.g. when ``vllm.kernels`` is imported - catches
+    ImportError and logs it. Registered in ``platform_plugin/patches.py``.
+    """
+    for other in BUILD_NAMES:
+        if other != loaded:
+            sys.modules.setdefault(f"vllm.{other}", None)  # type: ignore[arg-type]
 
 
 def describe(build: CpuKernelBuild) -> str:

