@@ -115,3 +115,44 @@ def hf_greedy(tiny_model_dir: Path):
         return results
 
     return generate
+
+
+@pytest.fixture(scope="session")
+def small_model_dir() -> Path:
+    return ensure_model("small")
+
+
+@pytest.fixture(scope="session")
+def hf_greedy_logprobs(small_model_dir: Path):
+    """Greedy continuation with the top-k logprobs of each step, transformers in bf16."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(small_model_dir, dtype=torch.bfloat16)
+    model.eval()
+
+    def generate(
+        prompt_token_ids: list[list[int]], max_tokens: int, k: int
+    ) -> list[tuple[list[int], list[dict[int, float]]]]:
+        results = []
+        for ids in prompt_token_ids:
+            with torch.no_grad():
+                out = model.generate(
+                    torch.tensor([ids]),
+                    max_new_tokens=max_tokens,
+                    min_new_tokens=max_tokens,
+                    do_sample=False,
+                    pad_token_id=model.config.eos_token_id,
+                    output_logits=True,
+                    return_dict_in_generate=True,
+                )
+            tokens = out.sequences[0, len(ids) :].tolist()
+            steps = []
+            for logits in out.logits:
+                logprobs = torch.log_softmax(logits[0].float(), dim=-1)
+                top = torch.topk(logprobs, k)
+                steps.append(dict(zip(top.indices.tolist(), top.values.tolist(), strict=True)))
+            results.append((tokens, steps))
+        return results
+
+    return generate

@@ -7,7 +7,6 @@ both kernel paths.
 
 from __future__ import annotations
 
-import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -28,11 +27,11 @@ from vllm_platform_template.attention.registration import (
     attention_backend_qualname,
     register_attention_backend,
 )
+from vllm_platform_template.kernels import vllm_cpu_build
 from vllm_platform_template.kernels.paged_attention import cpu
 from vllm_platform_template.platform_plugin.options import parse_options
 
-with contextlib.suppress(ImportError):  # vLLM's CPU build fills torch.ops._C on import
-    import vllm._C  # noqa: F401
+vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
 
 CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
 

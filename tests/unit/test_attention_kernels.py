@@ -7,17 +7,16 @@ attention outputs, never on cache bytes.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 
 import pytest
 import torch
 
+from vllm_platform_template.kernels import vllm_cpu_build
 from vllm_platform_template.kernels.paged_attention import cpu, reference
 
-with contextlib.suppress(ImportError):  # vLLM's CPU build fills torch.ops._C on import
-    import vllm._C  # noqa: F401
+vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
 
 CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
 needs_cpu_kernels = pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from vllm.ir.op import IrOp
 
 import vllm_platform_template.ir_impls  # noqa: F401
-from vllm_platform_template.kernels import cpu
+from vllm_platform_template.kernels import cpu, vllm_cpu_build
 
-pytest.importorskip("vllm._C")
-import vllm._C  # noqa: F401
+BUILD = vllm_cpu_build.load_cpu_kernels()
+if not BUILD.loaded:
+    pytest.skip(f"vLLM's CPU kernels: {BUILD.reason}", allow_module_level=True)
 
 DTYPES = st.sampled_from([torch.float32, torch.bfloat16, torch.float16])
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from vllm_platform_template.platform_plugin import policy
@@ -41,9 +43,16 @@ def test_vllm_compile_uses_template_compiler() -> None:
 
 
 def test_cpu_downgrade_is_undone() -> None:
-    # CpuPlatform rewrote the backend to "inductor"; the requested one was ours.
-    decision = policy.resolve_compilation(MODE_VLLM_COMPILE, OURS, OURS, lora_enabled=False)
-    assert decision.backend == OURS
+    """CpuPlatform.check_and_update_config rewrites VLLM_COMPILE to DYNAMO_TRACE_ONCE with
+    plain Inductor; the mixin resolves from the values it saved before that rewrite."""
+    cc = SimpleNamespace(mode=MODE_VLLM_COMPILE, backend=OURS)
+    requested = (cc.mode, cc.backend)  # what mixin.check_and_update_config saves
+    # vllm/platforms/cpu.py::check_and_update_config (0.32), VLLM_CPU_CI_ENV unset:
+    cc.mode, cc.backend = MODE_DYNAMO_TRACE_ONCE, "inductor"
+    from_rewritten = policy.resolve_compilation(cc.mode, cc.backend, OURS, lora_enabled=False)
+    assert (from_rewritten.mode, from_rewritten.backend) == (MODE_DYNAMO_TRACE_ONCE, "inductor")
+    decision = policy.resolve_compilation(*requested, OURS, lora_enabled=False)
+    assert (decision.mode, decision.backend, decision.note) == (MODE_VLLM_COMPILE, OURS, None)
 
 
 @pytest.mark.parametrize("backend", ["inductor", "eager"])
@@ -129,3 +138,15 @@ def test_cpu_scheduler_defaults_replace_only_generic_defaults() -> None:
 def test_fusion_passes_per_stage() -> None:
     assert "silu_and_mul" in policy.fusion_passes("fusion_only")
     assert "silu_and_mul" not in policy.fusion_passes("graph")
+
+
+def test_xpu_policy() -> None:
+    """The XPU platform's policy (xpu.py names this test): IPEX first in eager and
+    fusion-only, every op native under Inductor, vLLM's graph defaults."""
+    for mode, stage in ((MODE_NONE, "graph"), (MODE_VLLM_COMPILE, "fusion_only")):
+        priorities = policy.default_ir_op_priority("xpu", mode, stage)
+        assert all(p == ["template_ipex", "native"] for p in priorities.values()), priorities
+    graph = policy.default_ir_op_priority("xpu", MODE_VLLM_COMPILE, "graph")
+    assert all(p == ["native"] for p in graph.values()), graph
+    assert policy.default_graph_mode("xpu") is None
+    assert policy.default_max_capture_size("xpu", 256, 1) is None

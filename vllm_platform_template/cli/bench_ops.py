@@ -113,8 +113,11 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     select_device(None)  # measure kernels directly; no platform needed
     import vllm_platform_template.ir_impls  # noqa: F401
 
+    kernels = None
     if args.device == "cpu":
-        import vllm._C  # noqa: F401  (vLLM's CPU kernels, as a worker loads them)
+        from vllm_platform_template.kernels import vllm_cpu_build
+
+        kernels = vllm_cpu_build.describe(vllm_cpu_build.load_cpu_kernels())
 
     device = args.device
     dtypes = [getattr(torch, d) for d in args.dtypes.split(",")]
@@ -168,6 +171,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "device": device,
         "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "threads": torch.get_num_threads(),
+        "vllm_cpu_kernels": kernels,
         "torch": torch.__version__,
         "copy_gb_per_s": round(copy_bw / 1e9, 2),
         "rows": [asdict(r) for r in rows],
@@ -195,6 +199,8 @@ def print_table(result: dict[str, Any]) -> None:
         f"device {result['device_name']} ({result['threads']} threads), torch {result['torch']}, "
         f"copy bandwidth {result['copy_gb_per_s']} GB/s (read + write)"
     )
+    if result.get("vllm_cpu_kernels"):
+        print(f"vLLM CPU kernels: {result['vllm_cpu_kernels']}")
     header = f"{'op':<20} {'provider':<16} {'shape':>11} {'dtype':<9} {'us':>9} {'GB/s':>8}"
     print(header + f" {'%copy':>6} {'x native':>9} {'x compiled':>10}")
     for r in result["rows"]:

@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--prompt-token-ids", help="JSON list of token-id lists, instead of text prompts"
     )
     parser.add_argument("--max-tokens", type=int, default=24)
+    parser.add_argument(
+        "--logprobs", type=int, default=0, help="report the top-K logprobs of each generated token"
+    )
     parser.add_argument("--enforce-eager", action="store_true", help="no compilation, no graphs")
     parser.add_argument(
         "--compile-stage", choices=("graph", "fusion_only"), help="template compiler stage"
@@ -106,7 +109,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     llm = LLM(**engine_kwargs)
     init_s = time.perf_counter() - start
 
-    params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True)
+    params = SamplingParams(
+        temperature=0.0,
+        max_tokens=args.max_tokens,
+        ignore_eos=True,
+        logprobs=args.logprobs or None,
+    )
     if args.prompt_token_ids:
         prompts: list[Any] = [
             {"prompt_token_ids": ids} for ids in json.loads(args.prompt_token_ids)
@@ -129,6 +137,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "prompt_token_ids": [list(out.prompt_token_ids or []) for out in outputs],
         "text": [out.outputs[0].text for out in outputs],
         "tokens": tokens,
+        "logprobs": [
+            [{tid: lp.logprob for tid, lp in step.items()} for step in out.outputs[0].logprobs]
+            if out.outputs[0].logprobs
+            else None
+            for out in outputs
+        ],
         "timings": {
             "init_s": round(init_s, 3),
             "generate_s": round(generate_s, 4),

@@ -61,6 +61,18 @@ def collect(device: str | None) -> dict[str, Any]:
             "VLLM_TARGET_DEVICE=cpu is set: vLLM skips every out-of-tree platform plugin"
         )
 
+    from vllm_platform_template.kernels import vllm_cpu_build
+
+    # Before vllm.kernels, whose import makes the selected platform load a build.
+    build = vllm_cpu_build.load_cpu_kernels()
+    report["vllm_cpu_kernels"] = {
+        "loaded": build.module,
+        "path": build.path,
+        "isa": build.isa,
+        "host_isa": build.host_isa,
+        "bf16": "native (AVX-512 BF16)" if build.native_bf16 else "through fp32 conversion",
+        "reason": build.reason,
+    }
     import vllm.kernels  # noqa: F401  (vLLM's own providers, as Platform.import_ir_kernels)
     from vllm.ir.op import IrOp
 
@@ -109,6 +121,9 @@ def print_human(report: dict[str, Any]) -> None:
     print("== versions")
     for name, version in report["versions"].items():
         print(f"  {name:<30} {version or '-'}")
+    kernels = report["vllm_cpu_kernels"]
+    print("== vLLM CPU kernels")
+    print(f"  {kernels['loaded'] or 'none'}: {kernels['reason']}; bf16 {kernels['bf16']}")
     print(f"== vLLM IR ops (priorities for device {report['diagnosed_device']})")
     for op, entry in report["ir_ops"].items():
         print(f"  {op}")

@@ -24,15 +24,12 @@ piece and the cause); the output stays correct.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, Literal
-from unittest.mock import patch
 
 import torch
 import vllm.envs as envs
@@ -48,6 +45,7 @@ from vllm.config.utils import Range
 from vllm_platform_template.compiler.cache_key import compile_cache_key
 from vllm_platform_template.compiler.stats import STATS
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.platform_plugin import patches
 from vllm_platform_template.platform_plugin.mixin import TEMPLATE_PASS_KEY
 from vllm_platform_template.platform_plugin.options import parse_options
 
@@ -55,24 +53,6 @@ logger = get_logger(__name__)
 
 INDUCTOR_POST_PASS_KEY = "post_grad_custom_post_pass"
 ARTIFACT_SUFFIX = ".template-aot"
-
-
-def _input_fake_mode_context(example_inputs: list[Any]) -> contextlib.AbstractContextManager:
-    """Make ``standalone_compile`` reuse the fake mode of vLLM's example inputs.
-
-    Same workaround as vLLM's ``InductorStandaloneAdaptor`` (pytorch#176562).
-    """
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    for x in example_inputs:
-        if isinstance(x, FakeTensor):
-            mode = x.fake_mode
-            return patch.object(
-                sys.modules["torch._inductor.standalone_compile"],
-                "FakeTensorMode",
-                lambda *a, _mode=mode, **kw: _mode,
-            )
-    return contextlib.nullcontext()
 
 
 def _dynamic_shapes(compile_range: Range) -> Literal["from_example_inputs", "from_graph"]:
@@ -180,7 +160,7 @@ class TemplateCompiler(CompilerInterface):
         config = {k: v for k, v in compiler_config.items() if k != TEMPLATE_PASS_KEY}
         # Put the pass manager where AOTAutograd's cache key sees its uuid.
         config[INDUCTOR_POST_PASS_KEY] = compiler_config[TEMPLATE_PASS_KEY]
-        with _input_fake_mode_context(example_inputs):
+        with patches.input_fake_mode_for_standalone_compile(example_inputs):
             artifact = standalone_compile(
                 graph,
                 example_inputs,

@@ -36,7 +36,6 @@ class CapturedGraph:
 
 class GraphBackend(Protocol):
     name: str
-    saves_launch_time: bool
     weak_ref_outputs: bool  # outputs live in a graph pool; the wrapper may keep weak refs
 
     def capture(self, fn: Callable[[], Any]) -> CapturedGraph: ...
@@ -48,7 +47,6 @@ class CudaGraphBackend:
     """``torch.cuda.CUDAGraph`` captured into the platform's global graph pool."""
 
     name = "cuda"
-    saves_launch_time = True
     weak_ref_outputs = True
 
     def __init__(self, pool: Any) -> None:
@@ -88,7 +86,6 @@ class CpuGraphEmulation:
     """The static-graph contract on the CPU (see the module docstring)."""
 
     name = "cpu"
-    saves_launch_time = False
     weak_ref_outputs = False
 
     def capture(self, fn: Callable[[], Any]) -> CapturedGraph:

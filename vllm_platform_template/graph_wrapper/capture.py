@@ -3,7 +3,8 @@
 vLLM hook: none exists for this on the CPU path - vLLM's ``CPUWorker`` never
 calls ``capture_model`` (``GPUModelRunner.capture_model`` also assumes CUDA
 streams and a CUDA communicator in ``graph_capture``). The template worker
-calls :func:`capture_piecewise_graphs` after warm-up; it walks the sizes
+calls :func:`capture_piecewise_graphs` before ``CPUWorker.compile_or_warm_up_model``
+(the model runner's own per-size warm-up runs precede each capture); it walks the sizes
 vLLM's ``CudagraphDispatcher`` prepared and runs the model runner's own
 ``_capture_cudagraphs`` (warm-up runs then one captured run per batch
 descriptor), so padding and dispatch are exactly vLLM's.

@@ -22,13 +22,11 @@ device's :mod:`~.backends` (CUDA graphs, or the CPU emulation).
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, ClassVar
-from unittest.mock import patch
+from typing import Any
 
 import torch
 from vllm.compilation.counter import compilation_counter
@@ -44,6 +42,7 @@ from vllm_platform_template.graph_wrapper.backends import (
 )
 from vllm_platform_template.graph_wrapper.stats import STATS
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.platform_plugin import patches
 from vllm_platform_template.platform_plugin.options import parse_options
 
 logger = get_logger(__name__)
@@ -67,8 +66,6 @@ def _tensor_addresses(args: tuple[Any, ...]) -> list[int]:
 class TemplateGraphWrapper:
     """Captures and replays one compiled piece per batch descriptor."""
 
-    _instances: ClassVar[list[TemplateGraphWrapper]] = []
-
     def __init__(
         self,
         runnable: Callable[..., Any],
@@ -89,7 +86,6 @@ class TemplateGraphWrapper:
         self.backend = backend or self._platform_backend()
         STATS.backend = self.backend.name
         self.entries: dict[BatchDescriptor, _Entry] = {}
-        TemplateGraphWrapper._instances.append(self)
 
     @staticmethod
     def _platform_backend() -> GraphBackend:
@@ -129,12 +125,8 @@ class TemplateGraphWrapper:
         try:
             with ExitStack() as stack:
                 if self.options.gc_disable:
-                    # Pieces are captured back to back; collecting between each
-                    # one makes capture slow (vLLM's CUDAGraphWrapper does the same).
-                    stack.enter_context(patch("gc.collect", lambda *a, **k: None))
-                    gc_was_enabled = gc.isenabled()
-                    gc.disable()
-                    stack.callback(lambda: gc.enable() if gc_was_enabled else None)
+                    # Pieces are captured back to back (registry: patches.py).
+                    stack.enter_context(patches.no_gc_during_capture())
                 graph = self.backend.capture(lambda: self.runnable(*args, **kwargs))
         except Exception as e:
             entry.eager = True
@@ -194,8 +186,3 @@ class TemplateGraphWrapper:
     def clear_graphs(self) -> None:
         """Drop every captured graph (they are recaptured on next use)."""
         self.entries.clear()
-
-    @classmethod
-    def clear_all_graphs(cls) -> None:
-        for wrapper in cls._instances:
-            wrapper.clear_graphs()

@@ -2,8 +2,8 @@
 
 vLLM's CPU build ships vectorised C++ kernels (``torch.ops._C.rms_norm``,
 ``fused_add_rms_norm``, ``silu_and_mul``, ``rotary_embedding``) once a process
-has loaded ``vllm._C`` (vLLM's platform does so in every worker through
-``Platform.import_kernels``). This module uses them when they are loaded and
+has loaded vLLM's CPU build for its ISA (``vllm_cpu_build``; the platform does so
+in every worker through ``Platform.import_kernels``). This module uses them when they are loaded and
 otherwise falls back to vectorised torch with the same semantics, so it imports
 and runs without vLLM. A vendor replaces these bodies with calls into its own
 kernel library.
@@ -55,18 +55,6 @@ def vllm_cpu_op(name: str):
         return getattr(namespace, name) if hasattr(namespace, name) else None
     except (AttributeError, RuntimeError):
         return None
-
-
-def supports_rows(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
-    """Layout the C++ row kernels need: CPU, float, last dim contiguous, weight like x."""
-    return (
-        x.device.type == "cpu"
-        and x.dtype in _FLOAT_DTYPES
-        and x.dim() >= 1
-        and x.shape[-1] > 0
-        and x.stride(-1) == 1
-        and (weight is None or (weight.dtype == x.dtype and weight.shape == x.shape[-1:]))
-    )
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> torch.Tensor:

@@ -4,6 +4,7 @@
 - ``mixin``: what every template platform adds to vLLM's platform.
 - ``cpu`` / ``cuda`` / ``xpu``: one concrete platform per reference backend.
 - ``policy``: ``check_and_update_config`` as small pure functions.
-- ``worker`` / ``model_runner``: the CPU worker and model runner subclasses.
-- ``patches``: the registry of the few vLLM patches that have no hook.
+- ``worker`` / ``xpu_worker`` / ``gpu_worker``: the worker subclass per backend;
+  ``cpu_fast_paths``: the CPU thread binding vLLM gates on ``is_cpu()``.
+- ``patches``: the registry of every rebinding of a vLLM or torch object.
 """

@@ -38,6 +38,29 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
     device_type = "cpu"
 
     @classmethod
+    def import_kernels(cls) -> None:
+        """vLLM's CPU kernels through the template's loader (``kernels/vllm_cpu_build``).
+
+        Same ISA dispatch as ``CpuPlatform.import_kernels``, plus
+        ``VLLM_TEMPLATE_CPU_ISA``, so engine processes load the build the tests
+        and tools load. vLLM calls this hook from ``vllm._custom_ops`` and
+        ``vllm.kernels`` in every process.
+        """
+        from vllm_platform_template.kernels import vllm_cpu_build
+
+        build = vllm_cpu_build.load_cpu_kernels()
+        if build.loaded:
+            logger.info_once(
+                "template platform: vLLM CPU kernels %s", vllm_cpu_build.describe(build)
+            )
+        else:
+            logger.warning_once(
+                "template platform: vLLM CPU kernels not loaded (%s); the template's kernels "
+                "fall back to torch and vLLM paths that need torch.ops._C fail",
+                build.reason,
+            )
+
+    @classmethod
     def _apply_device_defaults(cls, vllm_config: VllmConfig) -> None:
         scheduler = vllm_config.scheduler_config
         world_size = vllm_config.parallel_config.world_size

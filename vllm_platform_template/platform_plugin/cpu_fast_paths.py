@@ -13,21 +13,24 @@ vLLM gate (0.32)                            restored by
 ==========================================  ======================================
 ``utils/ompmultiprocessing.py`` OpenMP      :func:`bind_worker_threads` in the
 thread binding and core reservation          worker's ``__init__``
-``layers/linear.py``, ``layers/utils.py``   :func:`pack_gemm_weights` after
-packed oneDNN GEMM (``dispatch_cpu_          ``load_model``
+``layers/linear.py``, ``layers/utils.py``   ``patches.use_packed_cpu_gemm``
+packed oneDNN GEMM (``dispatch_cpu_          after ``load_model``
 unquantized_gemm``), lm_head too
-``v1/sample/sampler.py`` greedy argmax      :func:`restore_cpu_sampler` after
+``v1/sample/sampler.py`` greedy argmax      ``patches.use_cpu_sampler`` after
 kernel; ``topk_topp_sampler.py`` CPU path    ``init_device``
 ``engine/arg_utils.py`` CPU batch defaults  ``policy.cpu_scheduler_defaults``
 ``config/compilation.py`` combo kernels     ``policy.CPU_UNSUPPORTED_INDUCTOR_KEYS``
 ``CustomOp`` ``forward_cpu`` (rotary)       ``custom_ops.rotary_embedding``
 ==========================================  ======================================
+
+The GEMM and sampler rows rebind vLLM objects, so their code is in the patch
+registry (``patches.py``) with why and when to remove it; this module keeps the
+thread binding, which changes only the process's own state.
 """
 
 from __future__ import annotations
 
 import os
-import types
 from typing import Any
 
 import torch
@@ -107,59 +110,3 @@ def bind_worker_threads(vllm_config: Any, local_rank: int) -> list[int] | None:
     os.environ.pop("VLLM_OMP_NUM_THREADS_SET_BY_VLLM", None)
     logger.info("template: worker %d bound to CPUs %s (%d threads)", local_rank, ids, len(ids))
     return ids
-
-
-def pack_gemm_weights(model: torch.nn.Module) -> int:
-    """Pack every unquantized linear layer and the LM head for vLLM's oneDNN GEMM."""
-    import torch.nn.functional as F
-    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
-    from vllm.model_executor.layers.utils import (
-        cpu_unquantized_gemm,
-        dispatch_cpu_unquantized_gemm,
-    )
-    from vllm.model_executor.layers.vocab_parallel_embedding import (
-        ParallelLMHead,
-        UnquantizedEmbeddingMethod,
-    )
-
-    class PackedLMHeadMethod(UnquantizedEmbeddingMethod):
-        """LM head through the packed GEMM (vLLM's CPU path for ``ParallelLMHead``)."""
-
-        def apply(self, layer, x, bias=None):
-            return layer.cpu_linear(x, layer.weight, bias)
-
-    packed = 0
-    for module in model.modules():
-        method = getattr(module, "quant_method", None)
-        if type(method) is UnquantizedLinearMethod:
-            if getattr(module, "_cpu_skip_gemm_dispatch", False):
-                setattr(module, "cpu_linear", F.linear)  # noqa: B010 (nn.Module attribute typing)
-            else:
-                dispatch_cpu_unquantized_gemm(module, remove_weight=True)
-            # vLLM chose F.linear for this layer at construction (is_cpu() was False).
-            method._gemm_impl = cpu_unquantized_gemm
-            packed += 1
-        elif type(method) is UnquantizedEmbeddingMethod and isinstance(module, ParallelLMHead):
-            dispatch_cpu_unquantized_gemm(module, remove_weight=False)
-            module.quant_method = PackedLMHeadMethod()
-            packed += 1
-    logger.info("template: %d linear layers use vLLM's packed CPU GEMM", packed)
-    return packed
-
-
-def restore_cpu_sampler(model_runner: Any) -> None:
-    """Greedy argmax kernel and the CPU top-k/top-p path for the runner's sampler."""
-    from vllm.v1.sample.ops import topk_topp_sampler
-
-    sampler = model_runner.sampler
-    if hasattr(torch.ops._C, "greedy_argmax"):
-        sampler.greedy_sample = torch.ops._C.greedy_argmax
-    top_k_top_p = sampler.topk_topp_sampler
-
-    def forward_cpu(self: Any, logits: torch.Tensor, generators: Any, k: Any, p: Any) -> Any:
-        # vLLM's forward_cpu filters with allow_cpu_sync=is_cpu(); filter first here.
-        if k is not None or p is not None:
-            logits = topk_topp_sampler.apply_top_k_top_p_pytorch(logits, k, p, allow_cpu_sync=True)
-        return type(self).forward_cpu(self, logits, generators, None, None)
-
-    top_k_top_p.forward = types.MethodType(forward_cpu, top_k_top_p)

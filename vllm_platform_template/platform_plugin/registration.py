@@ -2,8 +2,9 @@
 
 vLLM loads general plugins in every process (front end, engine core, each
 worker) before it builds models; registrations that live in process-global
-registries therefore belong here: the patch registry, the attention backend,
-the eager CustomOps and the IR providers.
+registries therefore belong here: the registry's process patches, the
+attention backend and the eager CustomOps. (The IR providers are registered
+by the platform's ``import_ir_kernels`` hook, which imports ``ir_impls``.)
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 vLLM hook: ``parallel_config.worker_cls`` (set in ``check_and_update_config``).
 The stock ``CPUWorker`` is reused; this subclass fixes what an out-of-tree
 platform loses because vLLM keys CPU behaviour on ``is_cpu()`` (the sleep-mode
-allocator, thread binding, packed GEMM, sampler kernels: ``cpu_fast_paths``),
+allocator, thread binding, packed GEMM, sampler kernels: ``cpu_fast_paths``, ``patches``),
 captures the piecewise graphs, and reports what ran (``template_report``).
 """
 
@@ -15,7 +15,7 @@ from vllm.config import VllmConfig
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from vllm_platform_template.platform_plugin import cpu_fast_paths
+from vllm_platform_template.platform_plugin import cpu_fast_paths, patches
 from vllm_platform_template.platform_plugin.worker_reports import TemplateWorkerReports
 
 
@@ -35,11 +35,11 @@ class TemplateCPUWorker(TemplateWorkerReports, CPUWorker):
 
     def init_device(self) -> None:
         super().init_device()
-        cpu_fast_paths.restore_cpu_sampler(self.model_runner)
+        patches.use_cpu_sampler(self.model_runner)
 
     def load_model(self, *, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights=load_dummy_weights)
-        cpu_fast_paths.pack_gemm_weights(self.model_runner.get_model())
+        patches.use_packed_cpu_gemm(self.model_runner.get_model())
 
     def _maybe_get_memory_pool_context(self, tag: str) -> AbstractContextManager:
         # vLLM returns nullcontext() only for is_cpu()/CUDA/XPU; other platforms get
@@ -49,8 +49,9 @@ class TemplateCPUWorker(TemplateWorkerReports, CPUWorker):
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
         # vLLM's CPUWorker never captures graphs; the template platform runs the
-        # compiled pieces as (emulated) static graphs, captured here as the GPU
-        # worker does after warm-up.
+        # compiled pieces as (emulated) static graphs, captured here - before
+        # CPUWorker's own compile/warm-up pass; _capture_cudagraphs warms each
+        # size up before capturing it, as the GPU model runner does.
         if not self.model_config.enforce_eager:
             from vllm_platform_template.graph_wrapper.capture import capture_piecewise_graphs
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+from vllm_platform_template.kernels import vllm_cpu_build
 from vllm_platform_template.kernels.paged_attention import cpu as cpu_attention
 from vllm_platform_template.kernels.paged_attention import reference as attention_reference
 from vllm_platform_template.models.llama.kernels import fused_ops, reference
@@ -24,7 +25,9 @@ def _tolerance(dtype: torch.dtype) -> dict[str, Any]:
 
 @pytest.fixture(scope="module", autouse=True)
 def vllm_cpu_kernels() -> None:
-    pytest.importorskip("vllm._C")
+    build = vllm_cpu_build.load_cpu_kernels()
+    if not build.loaded:
+        pytest.skip(f"vLLM's CPU kernels: {build.reason}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

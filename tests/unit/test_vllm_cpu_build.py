@@ -1,0 +1,152 @@
+"""The loader of vLLM's CPU kernels: ISA choice, the forcing variable, what really got mapped.
+
+Each load runs in a fresh subprocess: one process must never hold two builds
+(the second aborts it), and the proof is the shared library the process mapped
+(``/proc/self/maps``), not a module name - ``_C_AVX2``/``_C_AVX512`` cannot be
+imported as Python modules, so ``sys.modules`` never lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_platform_template.kernels import vllm_cpu_build
+from vllm_platform_template.kernels.vllm_cpu_build import ISA_ENV, choose_build
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = """
+import json, sys
+import torch
+from vllm_platform_template.kernels import vllm_cpu_build
+build = vllm_cpu_build.load_cpu_kernels()
+again = vllm_cpu_build.load_cpu_kernels()
+print(json.dumps({
+    "module": build.module, "isa": build.isa, "host": build.host_isa, "reason": build.reason,
+    "same": again is build,
+    "mapped": [p.rsplit("/", 1)[-1] for p in vllm_cpu_build.loaded_vllm_builds()],
+    "vllm_modules": sorted(
+        m for m, mod in sys.modules.items()
+        if mod is not None and (m == "vllm" or m.startswith("vllm."))
+    ),
+    "has_rms_norm": hasattr(torch.ops._C, "rms_norm"),
+}))
+"""
+
+
+def _probe(isa: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != ISA_ENV}
+    if isa is not None:
+        env[ISA_ENV] = isa
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    ("host", "requested", "expected"),
+    [
+        ("avx512_bf16", None, "_C"),
+        ("avx512", None, "_C_AVX512"),
+        ("avx2", None, "_C_AVX2"),
+        ("avx512_bf16", "avx2", "_C_AVX2"),
+        ("avx512_bf16", "AVX512", "_C_AVX512"),
+        ("avx512", "auto", "_C_AVX512"),
+        ("native", None, "_C"),
+        # never a build the CPU cannot run, never a guess on a bad value
+        ("avx2", "avx512", None),
+        ("avx512", "avx512_bf16", None),
+        ("avx2", "sse", None),
+        ("none", None, None),
+        ("native", "avx2", None),
+    ],
+)
+def test_choose_build(host: str, requested: str | None, expected: str | None) -> None:
+    name, _, reason = choose_build(host, requested)
+    assert name == expected, reason
+    if expected is None:
+        assert reason  # says why nothing is loaded
+
+
+def test_default_loads_the_hosts_build() -> None:
+    host = vllm_cpu_build.host_isa()
+    expected, _, _ = choose_build(host, None)
+    if expected is None:
+        pytest.skip(f"no vllm-cpu build runs here ({host})")
+    got = _probe(None)
+    assert got["module"] == f"vllm.{expected}", got
+    assert got["mapped"] and all(m.startswith(expected + ".") for m in got["mapped"]), got
+    assert got["has_rms_norm"] and got["same"]
+    # the loader runs no vLLM Python code (kernels layer)
+    assert got["vllm_modules"] == [], got["vllm_modules"]
+
+
+def test_forcing_variable_loads_the_avx2_build() -> None:
+    if vllm_cpu_build.host_isa() not in ("avx2", "avx512", "avx512_bf16"):
+        pytest.skip("not an x86 CPU with AVX2")
+    got = _probe("avx2")
+    assert got["module"] == "vllm._C_AVX2", got
+    assert [m.split(".")[0] for m in got["mapped"]] == ["_C_AVX2"], got
+    assert got["has_rms_norm"]
+    assert "forced" in got["reason"]
+
+
+def test_build_the_cpu_cannot_run_is_refused() -> None:
+    host = vllm_cpu_build.host_isa()
+    if host != "avx2":
+        pytest.skip(f"needs a CPU without AVX-512 (this one: {host})")
+    got = _probe("avx512_bf16")
+    assert got["module"] is None and got["mapped"] == [] and not got["has_rms_norm"], got
+    assert "cannot run" in got["reason"]
+
+
+def test_template_platform_loads_through_the_helper() -> None:
+    """vLLM's hook on the template platform honours the forcing variable too."""
+    if vllm_cpu_build.host_isa() not in ("avx2", "avx512", "avx512_bf16"):
+        pytest.skip("not an x86 CPU with AVX2")
+    code = (
+        "import json; from vllm_platform_template.platform_plugin.cpu import TemplateCpuPlatform;"
+        "TemplateCpuPlatform.import_kernels();"
+        "from vllm_platform_template.kernels import vllm_cpu_build as b;"
+        "print(json.dumps([p.rsplit('/', 1)[-1] for p in b.loaded_vllm_builds()]))"
+    )
+    env = {**os.environ, ISA_ENV: "avx2"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    mapped = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [m.split(".")[0] for m in mapped] == ["_C_AVX2"], mapped
+
+
+def test_importing_another_build_raises_instead_of_killing_the_process() -> None:
+    """After the loader, ``import vllm._C`` (AVX-512: SIGILL here, abort as a 2nd build) is an
+    ImportError that vLLM's CpuPlatform.import_kernels catches."""
+    if vllm_cpu_build.host_isa() not in ("avx2", "avx512", "avx512_bf16"):
+        pytest.skip("not an x86 CPU with AVX2")
+    code = (
+        "import json; from vllm_platform_template.kernels import vllm_cpu_build as b;"
+        "b.load_cpu_kernels()\n"
+        "try:\n    import vllm._C\n    r = 'imported'\n"
+        "except ImportError:\n    r = 'ImportError'\n"
+        "from vllm.platforms.cpu import CpuPlatform; CpuPlatform.import_kernels()\n"
+        "print(json.dumps([r, [p.rsplit('/', 1)[-1] for p in b.loaded_vllm_builds()]]))"
+    )
+    env = {**os.environ, ISA_ENV: "avx2"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result, mapped = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == "ImportError"
+    assert [m.split(".")[0] for m in mapped] == ["_C_AVX2"], mapped
