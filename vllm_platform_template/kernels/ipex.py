@@ -54,5 +54,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, epsilon: float) -> torch.Ten
 def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """IPEX fused residual add + RMSNorm; returns ``(out, x + residual)``."""
-    return _ops().add_rms_norm(residual, x, weight, None, epsilon, True)
+    """IPEX fused residual add + RMSNorm; returns ``(out, x + residual)``, inputs untouched.
+
+    IPEX's ``add_rms_norm`` returns only the normalised tensor and, with
+    ``add_back=True``, overwrites its ``residual`` argument with ``x + residual``;
+    so it is handed a copy of the residual, which becomes the second result.
+    """
+    summed = residual.clone()
+    out = _ops().add_rms_norm(summed, x, weight, None, epsilon, True)
+    return out, summed
