@@ -25,7 +25,10 @@ def _minor(version: str) -> tuple[int, int]:
 def status() -> tuple[bool, str]:
     """``(usable, reason)``: IPEX present and built for the installed torch."""
     if importlib.util.find_spec("intel_extension_for_pytorch") is None:
-        return False, "intel-extension-for-pytorch is not installed (extra 'ipex')"
+        return False, (
+            "intel-extension-for-pytorch is not installed (it needs torch 2.8: "
+            "`tox -e ipex` builds an env where template_ipex runs)"
+        )
     ipex_version = importlib.metadata.version("intel-extension-for-pytorch")
     if _minor(ipex_version) != _minor(torch.__version__):
         return False, (
