@@ -25,7 +25,10 @@ def _minor(version: str) -> tuple[int, int]:
 def status() -> tuple[bool, str]:
     """``(usable, reason)``: IPEX present and built for the installed torch."""
     if importlib.util.find_spec("intel_extension_for_pytorch") is None:
-        return False, "intel-extension-for-pytorch is not installed (extra 'ipex')"
+        return False, (
+            "intel-extension-for-pytorch is not installed (it needs torch 2.8: "
+            "`tox -e ipex` builds an env where template_ipex runs)"
+        )
     ipex_version = importlib.metadata.version("intel-extension-for-pytorch")
     if _minor(ipex_version) != _minor(torch.__version__):
         return False, (
@@ -54,5 +57,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, epsilon: float) -> torch.Ten
 def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """IPEX fused residual add + RMSNorm; returns ``(out, x + residual)``."""
-    return _ops().add_rms_norm(residual, x, weight, None, epsilon, True)
+    """IPEX fused residual add + RMSNorm; returns ``(out, x + residual)``, inputs untouched.
+
+    IPEX's ``add_rms_norm`` returns only the normalised tensor and, with
+    ``add_back=True``, overwrites its ``residual`` argument with ``x + residual``;
+    so it is handed a copy of the residual, which becomes the second result.
+    """
+    summed = residual.clone()
+    out = _ops().add_rms_norm(summed, x, weight, None, epsilon, True)
+    return out, summed
