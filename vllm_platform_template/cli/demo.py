@@ -5,17 +5,28 @@ the embedded model if missing, starts vLLM's offline engine (``LLM``) on the
 template platform, generates greedily, and reports what ran where. ``--json``
 prints one JSON object (the tests and benchmarks use it); ``--stock`` runs the
 same on stock vLLM with the plugin inactive, for comparison.
+
+It also scores a held-out passage of the tiny model's training book the way
+evaluation harnesses do: one request with ``prompt_logprobs=0`` and
+``max_tokens=1`` gives the log-probability of every passage token, and the
+report carries their perplexity (the e2e tier compares it across platforms).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_PROMPTS = ("Hello, my name is", "The capital of France is", "Once upon a time,")
+# The tiny model is trained on Pride and Prejudice (embedded_model/text/).
+DEFAULT_PROMPTS = (
+    "It is a truth universally acknowledged,",
+    '"My dear Mr. Bennet," said his lady to him one day,',
+    "Elizabeth walked on",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-model-len", type=int, default=512)
     parser.add_argument(
         "--engine-args", default="{}", help="JSON object of extra vllm.LLM keyword arguments"
+    )
+    parser.add_argument(
+        "--no-perplexity",
+        dest="perplexity",
+        action="store_false",
+        help="skip scoring the held-out passage (perplexity via prompt_logprobs)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -91,6 +108,31 @@ def build_engine_kwargs(args: argparse.Namespace, model_dir: Path) -> dict[str, 
     return kwargs
 
 
+def held_out_perplexity(llm: Any) -> dict[str, Any]:
+    """Perplexity of the held-out passage through vLLM's ``prompt_logprobs``.
+
+    ``prompt_logprobs=0`` returns, for every prompt position after the first,
+    the log-probability the model gave the actual token (plus no alternatives).
+    """
+    from vllm import SamplingParams
+
+    from vllm_platform_template.embedded_model.text_data import PASSAGE_CHAPTER, held_out_passage
+
+    params = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0)
+    (output,) = llm.generate([held_out_passage()], params, use_tqdm=False)
+    token_ids = list(output.prompt_token_ids or [])
+    entries = output.prompt_logprobs or []
+    logprobs = [entry[tok].logprob for tok, entry in zip(token_ids[1:], entries[1:], strict=True)]
+    nll = -sum(logprobs) / len(logprobs)
+    return {
+        "passage": f"Pride and Prejudice, chapter {PASSAGE_CHAPTER} (held out from training)",
+        "prompt_token_ids": token_ids,
+        "token_logprobs": [round(lp, 6) for lp in logprobs],
+        "nll_per_token": nll,
+        "perplexity": math.exp(nll),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Generate and return the report (the JSON object of ``--json``)."""
     from vllm_platform_template.cli.environment import logs_to_stderr, select_device
@@ -126,6 +168,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     generate_s = time.perf_counter() - start
 
     tokens = [list(out.outputs[0].token_ids) for out in outputs]
+    perplexity = held_out_perplexity(llm) if args.perplexity else None
     report = engine_report(llm)
     num_out = sum(len(t) for t in tokens)
     return {
@@ -143,6 +186,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             else None
             for out in outputs
         ],
+        "held_out": perplexity,
         "timings": {
             "init_s": round(init_s, 3),
             "generate_s": round(generate_s, 4),
@@ -182,6 +226,10 @@ def print_human(report: dict[str, Any]) -> None:
                 f"{g['backend']}: sizes {captured} captured, {sum(g['replays'].values())} replays",
             )
         )
+    if report.get("held_out"):
+        h = report["held_out"]
+        n = len(h["token_logprobs"])
+        rows.append(("perplexity", f"{h['perplexity']:.2f} on {n} tokens of {h['passage']}"))
     t = report["timings"]
     rows.append(("init", f"{t['init_s']:.1f} s"))
     rows.append(

@@ -1,8 +1,10 @@
 """A byte-level BPE tokenizer built locally with the ``tokenizers`` library.
 
 vLLM's text prompts, chat and ``vllm serve`` need a Hugging Face tokenizer in
-the model directory. None can be downloaded here, so the embedded model trains
-its own on a deterministic corpus and saves it in the format
+the model directory. None can be downloaded here, so the embedded models train
+their own: ``tiny`` on the shipped English text (``tools/train_tiny_model.py``
+trains it once and the result is committed under ``trained/``), ``small`` on a
+deterministic pseudo-word corpus at write time. Saved in the format
 ``transformers.AutoTokenizer`` reads (``tokenizer.json`` +
 ``tokenizer_config.json`` with a chat template).
 """
@@ -10,6 +12,7 @@ its own on a deterministic corpus and saves it in the format
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -31,7 +34,13 @@ CHAT_TEMPLATE = (
 
 
 def build_tokenizer(vocab_size: int) -> Tokenizer:
-    """Train a byte-level BPE tokenizer with exactly ``vocab_size`` tokens."""
+    """Train on the pseudo-word corpus (the random-weight ``small`` preset)."""
+    # Enough pseudo-text that BPE finds at least vocab_size merges.
+    return train_tokenizer(corpus_lines(num_pseudo_sentences=vocab_size * 2), vocab_size)
+
+
+def train_tokenizer(lines: Iterable[str], vocab_size: int) -> Tokenizer:
+    """Train a byte-level BPE tokenizer with exactly ``vocab_size`` tokens on ``lines``."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -41,12 +50,11 @@ def build_tokenizer(vocab_size: int) -> Tokenizer:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    # Enough pseudo-text that BPE finds at least vocab_size merges.
-    tokenizer.train_from_iterator(corpus_lines(num_pseudo_sentences=vocab_size * 2), trainer)
+    tokenizer.train_from_iterator(lines, trainer)
     if tokenizer.get_vocab_size() != vocab_size:
         raise RuntimeError(
             f"tokenizer training produced {tokenizer.get_vocab_size()} tokens, "
-            f"expected {vocab_size}; enlarge the corpus in embedded_model/corpus.py"
+            f"expected {vocab_size}; the training text is too small for this vocabulary"
         )
     bos_id = tokenizer.token_to_id(BOS_TOKEN)
     tokenizer.post_processor = processors.TemplateProcessing(

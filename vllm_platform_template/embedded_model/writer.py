@@ -3,7 +3,9 @@
 Served by ``vllm-template tiny-model``; the demo, the tests and the benchmarks
 call :func:`ensure_model`, which writes the model once into a cache directory
 and reuses it (a stamp file records what was written, so a half-written
-directory is rewritten instead of loaded).
+directory is rewritten instead of loaded). ``tiny`` comes from the committed
+trained weights and tokenizer (``trained.py``); ``small`` from seeded random
+weights and a tokenizer trained at write time.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import torch
 from safetensors.torch import save_file
 
+from . import trained
 from .presets import PRESETS, ModelPreset
 from .tokenizer import BOS_TOKEN, EOS_TOKEN, build_tokenizer, save_tokenizer, special_token_id
 from .weights import SEED, make_state_dict
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 STAMP_FILE = "template_model.json"
 
 
@@ -52,8 +56,9 @@ def hf_config(preset: ModelPreset, bos_token_id: int, eos_token_id: int) -> dict
 
 
 def _stamp(preset: ModelPreset) -> dict:
-    digest = hashlib.sha256(repr((preset, SEED, FORMAT_VERSION)).encode()).hexdigest()[:16]
-    return {"preset": preset.name, "seed": SEED, "format": FORMAT_VERSION, "digest": digest}
+    source = trained.digest(preset.name) if trained.is_trained(preset.name) else SEED
+    digest = hashlib.sha256(repr((preset, source, FORMAT_VERSION)).encode()).hexdigest()[:16]
+    return {"preset": preset.name, "source": source, "format": FORMAT_VERSION, "digest": digest}
 
 
 def default_cache_dir() -> Path:
@@ -81,7 +86,11 @@ def write_model(size: str, out_dir: Path) -> Path:
             "Pass --out DIR or set VLLM_TEMPLATE_CACHE to a writable directory."
         ) from e
     try:
-        tokenizer = build_tokenizer(preset.vocab_size)
+        is_trained = trained.is_trained(preset.name)
+        if is_trained:
+            tokenizer = trained.load_tokenizer(preset.name)
+        else:
+            tokenizer = build_tokenizer(preset.vocab_size)
         save_tokenizer(tokenizer, tmp, max_length=preset.max_position_embeddings)
         config = hf_config(
             preset,
@@ -95,9 +104,11 @@ def write_model(size: str, out_dir: Path) -> Path:
             "do_sample": False,
         }
         (tmp / "generation_config.json").write_text(json.dumps(generation_config, indent=2) + "\n")
-        save_file(
-            make_state_dict(preset), str(tmp / "model.safetensors"), metadata={"format": "pt"}
-        )
+        if is_trained:
+            state = trained.load_state_dict(preset.name, getattr(torch, preset.dtype))
+        else:
+            state = make_state_dict(preset)
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / STAMP_FILE).write_text(json.dumps(_stamp(preset), indent=2) + "\n")
         if out_dir.exists():
             shutil.rmtree(out_dir)

@@ -1,0 +1,79 @@
+"""The embedded models: tiny from the committed trained weights, small random.
+
+Checks that writing a model directory is deterministic, that ``tiny`` is the
+trained model (its tokenizer knows English, its weights are the committed ones,
+its checkpoint is fp32 as the parity tests need) and that the held-out passage
+is really held out of training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+
+from vllm_platform_template.embedded_model import PRESETS, text_data, trained, write_model
+from vllm_platform_template.embedded_model.writer import is_complete
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("tiny")
+    return write_model("tiny", root / "a"), write_model("tiny", root / "b")
+
+
+def test_tiny_is_written_deterministically(tiny_dirs: tuple[Path, Path]) -> None:
+    a, b = tiny_dirs
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert _sha(a / name) == _sha(b / name), name
+    assert is_complete(a, "tiny")
+
+
+def test_tiny_uses_the_trained_weights_in_fp32(tiny_dirs: tuple[Path, Path]) -> None:
+    state = load_file(str(tiny_dirs[0] / "model.safetensors"))
+    committed = load_file(str(trained.weights_path()))
+    assert state.keys() == committed.keys()
+    for name, tensor in state.items():
+        assert tensor.dtype == torch.float32, name
+        assert torch.equal(tensor, committed[name].float()), name
+    config = json.loads((tiny_dirs[0] / "config.json").read_text())
+    assert config["dtype"] == "float32"
+    assert config["num_key_value_heads"] < config["num_attention_heads"]  # GQA
+
+
+def test_tiny_tokenizer_is_trained_on_english(tiny_dirs: tuple[Path, Path]) -> None:
+    tokenizer = Tokenizer.from_file(str(tiny_dirs[0] / "tokenizer.json"))
+    sentence = "It is a truth universally acknowledged, that a single man"
+    ids = tokenizer.encode(sentence, add_special_tokens=False).ids
+    # Common English words are single tokens: well under half a token per character
+    # (the pseudo-word tokenizer of ``small`` spells English out nearly byte by byte).
+    assert len(ids) <= 0.35 * len(sentence), ids
+    assert tokenizer.token_to_id("Ġtruth") in ids
+    assert tokenizer.decode(ids) == sentence
+
+
+def test_training_record_matches_the_shipped_text() -> None:
+    record = json.loads(trained.training_record_path().read_text())
+    assert record["text_sha256"] == _sha(text_data.TEXT_PATH)
+    assert record["held_out_first_chapter"] == text_data.HELD_OUT_FIRST_CHAPTER
+    assert isinstance(record["settings"]["seed"], int)
+    # Far better than guessing uniformly over the vocabulary (perplexity 2048).
+    assert record["val_perplexity_stored"] < PRESETS["tiny"].vocab_size / 10
+
+
+def test_held_out_passage_is_not_in_training_text() -> None:
+    training = "\n".join(text_data.training_paragraphs())
+    passage = text_data.held_out_passage()
+    assert len(passage) > 500
+    for paragraph in passage.split(text_data.PARAGRAPH_SEPARATOR)[1:]:
+        assert paragraph not in training
+    assert len(text_data.chapters()) == 62  # title page + 61 chapters

@@ -1,0 +1,59 @@
+"""The committed result of training the ``tiny`` model (``tools/train_tiny_model.py``).
+
+``trained/`` holds the tokenizer trained on the shipped text, the weights as
+fp16 safetensors (half the bytes of fp32) and the training record (seed,
+settings, losses). The writer turns them into the fp32 checkpoint that vLLM and
+transformers load; fp16 to fp32 is exact, so every writer gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+
+TRAINED_DIR = Path(__file__).with_name("trained")
+TRAINED_PRESETS = ("tiny",)
+
+
+def weights_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
+    return root / f"{name}.safetensors"
+
+
+def tokenizer_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
+    return root / f"{name}_tokenizer.json"
+
+
+def training_record_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
+    return root / f"{name}_training.json"
+
+
+def is_trained(name: str) -> bool:
+    """True if preset ``name`` has committed trained weights (else weights are random)."""
+    return name in TRAINED_PRESETS
+
+
+def load_state_dict(name: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The trained weights of preset ``name``, converted to ``dtype``."""
+    path = weights_path(name=name)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"trained weights {path} are missing; reinstall the package or run "
+            "tools/train_tiny_model.py to recreate them"
+        )
+    return {k: v.to(dtype).contiguous() for k, v in load_file(str(path)).items()}
+
+
+def load_tokenizer(name: str) -> Tokenizer:
+    return Tokenizer.from_file(str(tokenizer_path(name=name)))
+
+
+def digest(name: str) -> str:
+    """Hash of the committed artifacts, so a cached model dir notices new weights."""
+    h = hashlib.sha256()
+    for path in (weights_path(name=name), tokenizer_path(name=name)):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
