@@ -169,10 +169,39 @@ def resolve_missing(
                 dropped = True
         if not dropped:
             raise SystemExit(f"pip could not resolve vLLM's requirements:\n{stderr}")
+    # Packages built against torch's or CUDA's binary interface (a torch* or nvidia-*
+    # package in their closure) are vLLM's compiled kernel and codec libraries: built
+    # for another torch than the machine's, and never loaded by the template platform.
+    requires = {
+        canonical(item["metadata"]["name"]): [
+            canonical(Requirement(r).name) for r in item["metadata"].get("requires_dist", [])
+        ]
+        for item in installs
+    }
+
+    def closure(name: str) -> set[str]:
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(d for d in requires.get(current, []) if d in requires)
+        return seen
+
+    kept_roots = []
+    for req in wanted:
+        name = canonical(Requirement(req).name)
+        binary = sorted(n for n in closure(name) if n.startswith(("torch", "nvidia-")))
+        if binary:
+            left_out[req] = f"built against torch/CUDA binaries ({', '.join(binary)})"
+        else:
+            kept_roots.append(name)
+    needed = set().union(*(closure(n) for n in kept_roots)) if kept_roots else set()
     pins = sorted(
         (item["metadata"]["name"], item["metadata"]["version"])
         for item in installs
-        if canonical(item["metadata"]["name"]) not in machine
+        if canonical(item["metadata"]["name"]) in needed
+        and canonical(item["metadata"]["name"]) not in machine
     )
     return pins, satisfied, left_out
 

@@ -22,7 +22,8 @@ if [ -n "${GPU_BUNDLE:-}" ]; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 python -c "import torch; assert torch.cuda.is_available(), 'the GPU tier needs a CUDA GPU'"
-python -m pytest -m gpu tests/gpu -q -p no:cacheprovider
+python -m pytest -m gpu tests/gpu tests/e2e/test_gpu_engine.py -q -rA -p no:cacheprovider \
+    | tee "$results/gpu_tier_tests.txt"
 python -m pytest tests/unit/test_conformance.py -k template_triton -q -p no:cacheprovider
 python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" | tee "$results/gpu_graphs.txt"
 python benchmarks/gpu_kernels.py --json "$results/gpu_kernels.json" | tee "$results/gpu_kernels.txt"

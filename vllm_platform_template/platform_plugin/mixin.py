@@ -8,8 +8,9 @@ vLLM hooks served here (``vllm/platforms/interface.py``): the compiler
 ``check_and_update_config``), which delegate every decision to ``policy``.
 
 The concrete platforms combine this mixin with vLLM's own platform class for
-the backend (``CpuPlatform``, ``CudaPlatform``) and report ``PlatformEnum.OOT``,
-which is what a vendor's platform does; see ``cpu.py`` and ``cuda.py``.
+the backend (vLLM's ``CpuPlatform`` for the CPU reference backend, the plain
+``Platform`` for the GPU backend, as a new accelerator has no vLLM platform to
+extend) and report ``PlatformEnum.OOT``; see ``cpu.py`` and ``gpu.py``.
 """
 
 from __future__ import annotations
