@@ -82,8 +82,18 @@ def all_cases() -> list[Case]:
 
 
 def clone_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Deep enough copy: tensors cloned with their strides (``clone`` keeps layout)."""
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    """Deep enough copy: tensors copied into storage with the same strides.
+
+    ``Tensor.clone`` keeps the layout only of dense tensors: a view with gaps
+    (rows sliced out of a wider buffer) comes back contiguous, and the strided
+    case would never reach a provider. ``empty_strided`` + ``copy_`` keeps it.
+    """
+
+    def copy(t: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+        return out.copy_(t)
+
+    return tuple(copy(a) if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def unsupported_variants(
