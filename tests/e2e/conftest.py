@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hf_reference import hf_greedy_on
 
 from vllm_platform_template.embedded_model import ensure_model
 from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
@@ -93,28 +94,8 @@ def tiny_model_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def hf_greedy(tiny_model_dir: Path):
-    """Greedy continuation of token-id prompts by Hugging Face transformers (fp32)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    model.eval()
-
-    def generate(prompt_token_ids: list[list[int]], max_tokens: int) -> list[list[int]]:
-        results = []
-        for ids in prompt_token_ids:
-            with torch.no_grad():
-                out = model.generate(
-                    torch.tensor([ids]),
-                    max_new_tokens=max_tokens,
-                    min_new_tokens=max_tokens,
-                    do_sample=False,
-                    pad_token_id=model.config.eos_token_id,
-                )
-            results.append(out[0, len(ids) :].tolist())
-        return results
-
-    return generate
+    """Greedy continuation of token-id prompts by Hugging Face transformers (fp32, CPU)."""
+    return hf_greedy_on(tiny_model_dir, "cpu")
 
 
 @pytest.fixture(scope="session")

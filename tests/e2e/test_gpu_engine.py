@@ -18,6 +18,7 @@ import sys
 
 import pytest
 import torch
+from hf_reference import hf_greedy_on
 
 pytestmark = [
     pytest.mark.e2e,
@@ -36,26 +37,7 @@ def graphs(**extra: object) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def hf_gpu_greedy(tiny_model_dir):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).cuda()
-    model.eval()
-
-    def generate(prompt_token_ids: list[list[int]]) -> list[list[int]]:
-        results = []
-        for ids in prompt_token_ids:
-            with torch.no_grad():
-                out = model.generate(
-                    torch.tensor([ids], device="cuda"),
-                    max_new_tokens=MAX_TOKENS,
-                    min_new_tokens=MAX_TOKENS,
-                    do_sample=False,
-                    pad_token_id=model.config.eos_token_id,
-                )
-            results.append(out[0, len(ids) :].tolist())
-        return results
-
-    return generate
+    return hf_greedy_on(tiny_model_dir, "cuda")
 
 
 def test_demo_human_output_names_the_gpu_platform(tiny_model_dir) -> None:
@@ -71,7 +53,7 @@ def test_eager_matches_transformers_on_gpu_and_cpu(engine_runs, hf_gpu_greedy, h
     ours = engine_runs.run(*GPU, "--enforce-eager")
     assert ours["platform"].endswith("gpu.TemplateGpuPlatform")
     assert ours["attention_backends"] == ["TEMPLATE_ATTN"]
-    assert ours["tokens"] == hf_gpu_greedy(ours["prompt_token_ids"])
+    assert ours["tokens"] == hf_gpu_greedy(ours["prompt_token_ids"], MAX_TOKENS)
     assert ours["tokens"] == hf_greedy(ours["prompt_token_ids"], max_tokens=MAX_TOKENS)
 
 
