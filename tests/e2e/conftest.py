@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_exit import stock_exit_abort
 from hf_reference import hf_greedy_on
 
 from vllm_platform_template.embedded_model import ensure_model
@@ -69,7 +70,7 @@ class EngineRuns:
         else:
             cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", "--json", *args]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-        if check and proc.returncode != 0:
+        if check and proc.returncode != 0 and not stock_exit_abort(args, proc):
             raise EngineRunError(
                 f"{' '.join(cmd)} exited with {proc.returncode}\n--- stderr (tail) ---\n"
                 + proc.stderr[-6000:]

@@ -1,0 +1,33 @@
+"""The e2e tier accepts stock vLLM's exit-time abort, and nothing else (tests/engine_exit.py)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+from engine_exit import STOCK_EXIT_ABORT, stock_exit_abort
+
+COMPLETE = "... [shutdown] MPClient: complete\n" + STOCK_EXIT_ABORT + "\n"
+
+
+def _proc(returncode: int, stdout: str, stderr: str) -> subprocess.CompletedProcess:
+    return subprocess.CompletedProcess([], returncode, stdout, stderr)
+
+
+def test_stock_abort_after_a_complete_run_is_accepted() -> None:
+    assert stock_exit_abort(["--stock"], _proc(-signal.SIGABRT, '{"tokens": []}', COMPLETE))
+
+
+def test_template_abort_is_not_accepted() -> None:
+    assert not stock_exit_abort([], _proc(-signal.SIGABRT, '{"tokens": []}', COMPLETE))
+
+
+def test_other_failures_are_not_accepted() -> None:
+    assert not stock_exit_abort(["--stock"], _proc(1, '{"tokens": []}', COMPLETE))
+    assert not stock_exit_abort(["--stock"], _proc(-signal.SIGABRT, "", COMPLETE))
+    assert not stock_exit_abort(
+        ["--stock"], _proc(-signal.SIGABRT, '{"tokens": []}', STOCK_EXIT_ABORT + "\n")
+    )
+    assert not stock_exit_abort(
+        ["--stock"], _proc(-signal.SIGABRT, '{"tokens": []}', COMPLETE + "Traceback ...\n")
+    )
