@@ -39,16 +39,22 @@ print(json.dumps({
 """
 
 
-def _probe(isa: str | None) -> dict:
+def _run_python(code: str, isa: str | None, timeout: int = 120):
+    """Run ``code`` in a fresh interpreter (one kernel build per process) with the
+    forcing variable set to ``isa`` (unset for None); its last stdout line, parsed."""
     env = {k: v for k, v in os.environ.items() if k != ISA_ENV}
     if isa is not None:
         env[ISA_ENV] = isa
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _probe(isa: str | None) -> dict:
+    return _run_python(PROBE, isa)
 
 
 @pytest.mark.parametrize(
@@ -118,13 +124,7 @@ def test_template_platform_loads_through_the_helper() -> None:
         "from vllm_platform_template.kernels import vllm_cpu_build as b;"
         "print(json.dumps([p.rsplit('/', 1)[-1] for p in b.loaded_vllm_builds()]))"
     )
-    env = {**os.environ, ISA_ENV: "avx2"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    mapped = json.loads(proc.stdout.strip().splitlines()[-1])
+    mapped = _run_python(code, "avx2", timeout=300)
     assert [m.split(".")[0] for m in mapped] == ["_C_AVX2"], mapped
 
 
@@ -141,12 +141,6 @@ def test_importing_another_build_raises_instead_of_killing_the_process() -> None
         "from vllm.platforms.cpu import CpuPlatform; CpuPlatform.import_kernels()\n"
         "print(json.dumps([r, [p.rsplit('/', 1)[-1] for p in b.loaded_vllm_builds()]]))"
     )
-    env = {**os.environ, ISA_ENV: "avx2"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result, mapped = json.loads(proc.stdout.strip().splitlines()[-1])
+    result, mapped = _run_python(code, "avx2", timeout=300)
     assert result == "ImportError"
     assert [m.split(".")[0] for m in mapped] == ["_C_AVX2"], mapped
