@@ -22,7 +22,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gpu")]
 
 from toy_decoder import PiecewiseGraphs, ToyConfig, ToyDecoder  # noqa: E402
 
-from vllm_platform_template.graph_wrapper.backends import CudaGraphBackend  # noqa: E402
+from vllm_platform_template.devices.gpu.graphs import CudaGraphBackend  # noqa: E402
 
 
 def step_ms(fn, x: torch.Tensor, steps: int = 200) -> float:

@@ -148,7 +148,7 @@ def copy_bandwidth(quick: bool) -> dict:
 
 
 def bench_row_ops(dtype_name: str, compiler: Compiler, copy_tbps: float, quick: bool) -> list[dict]:
-    from vllm_platform_template.kernels.triton import layernorm
+    from vllm_platform_template.devices.gpu.kernels import layernorm
 
     dtype = DTYPES[dtype_name]
     rows = []
@@ -175,7 +175,7 @@ def bench_row_ops(dtype_name: str, compiler: Compiler, copy_tbps: float, quick: 
 
 
 def bench_gated(dtype_name: str, compiler: Compiler, copy_tbps: float, quick: bool) -> list[dict]:
-    from vllm_platform_template.kernels.triton import activation
+    from vllm_platform_template.devices.gpu.kernels import activation
 
     dtype = DTYPES[dtype_name]
     rows = []
@@ -250,7 +250,7 @@ def _dense_kv(cache: torch.Tensor, block_table: torch.Tensor, context: int, grou
 
 
 def bench_decode(quick: bool, copy_tbps: float) -> list[dict]:
-    from vllm_platform_template.kernels.triton import paged_attention as pa
+    from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
 
     num_heads, num_kv_heads, head_size, block_size = 32, 8, 128, 16
     dtype = torch.bfloat16
@@ -321,7 +321,7 @@ def _fmt(v, spec: str = ".3f") -> str:
 
 def bench_prefill(quick: bool) -> list[dict]:
     """Causal prefill (no cached context) vs SDPA ``is_causal`` over dense expanded K/V."""
-    from vllm_platform_template.kernels.triton import paged_attention as pa
+    from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
 
     num_heads, num_kv_heads, head_size, block_size = 32, 8, 128, 16
     group, scale = num_heads // num_kv_heads, head_size**-0.5

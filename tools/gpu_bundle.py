@@ -16,8 +16,11 @@ Python on Linux x86-64), minus every project the machine already has (its
 ``pip list``, either format), resolved by pip with the machine's versions as
 constraints; then everything pip would add that the machine lacks. Torch is
 never packed: the machine's own torch runs vLLM's Python (the point of a plain
-``Platform``). From the vLLM wheel only non-compiled files are taken, plus its
-``.dist-info`` (so ``importlib.metadata`` reports the version). The result is
+``Platform``); packages vLLM imports on every path whose requirements pip
+cannot resolve against the machine's torch (``MACHINE_TORCH_PACKAGES``) are
+packed without their torch/CUDA requirements. From the vLLM wheel only
+non-compiled files are taken, plus its ``.dist-info`` (so
+``importlib.metadata`` reports the version). The result is
 one ``tar.xz`` split into parts of at most ``--part-mib`` MiB (a transfer limit)
 and a ``manifest.json`` with checksums. Nothing of vLLM is committed: the
 bundle folder is ignored by git.
@@ -114,6 +117,37 @@ def wheel_requirements(wheel: Path, python: str) -> list[str]:
     return requirements
 
 
+# Packages vLLM imports at module level on every engine path (vllm.parser imports
+# xgrammar) whose declared requirements cannot be resolved against the machine's
+# torch/CUDA stack by pip, although they run on it: they are packed without their
+# torch*/nvidia-*/triton requirements (the machine's own serve them).
+MACHINE_TORCH_PACKAGES = ("xgrammar", "compressed-tensors")
+MACHINE_STACK_PREFIXES = ("torch", "nvidia-", "triton")
+
+
+def machine_stack_package(
+    requirement: str, python: str, work: Path
+) -> tuple[tuple[str, str], list[str]]:
+    """``(name, version)`` of ``requirement``'s wheel, and its requirements the machine's
+    torch/CUDA stack does not cover."""
+    from packaging.requirements import Requirement
+
+    download = work / "machine-stack"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(download),
+         *_pip_target_flags(python), requirement],
+        check=True,
+    )  # fmt: skip
+    name = canonical(Requirement(requirement).name)
+    wheel = next(w for w in download.glob("*.whl") if canonical(w.name.split("-")[0]) == name)
+    needs = [
+        r
+        for r in wheel_requirements(wheel, python)
+        if not canonical(Requirement(r).name).startswith(MACHINE_STACK_PREFIXES)
+    ]
+    return (wheel.name.split("-")[0], wheel.name.split("-")[1]), needs
+
+
 def _dry_run(
     requirements: list[str], constraints: Path, python: str, work: Path
 ) -> tuple[list[dict] | None, str]:
@@ -144,6 +178,13 @@ def resolve_missing(
 
     satisfied = [r for r in requirements if canonical(Requirement(r).name) in machine]
     wanted = [r for r in requirements if canonical(Requirement(r).name) not in machine]
+    stack_pins: list[tuple[str, str]] = []
+    for req in list(wanted):
+        if canonical(Requirement(req).name) in MACHINE_TORCH_PACKAGES:
+            pin, needs = machine_stack_package(req, python, work)
+            stack_pins.append(pin)
+            wanted.remove(req)
+            wanted.extend(n for n in needs if canonical(Requirement(n).name) not in machine)
     constraints = work / "machine-constraints.txt"
     constraints.write_text(
         "".join(f"{name}=={version.split('+', 1)[0]}\n" for name, version in machine.items())
@@ -169,9 +210,10 @@ def resolve_missing(
                 dropped = True
         if not dropped:
             raise SystemExit(f"pip could not resolve vLLM's requirements:\n{stderr}")
-    # Packages built against torch's or CUDA's binary interface (a torch* or nvidia-*
-    # package in their closure) are vLLM's compiled kernel and codec libraries: built
-    # for another torch than the machine's, and never loaded by the template platform.
+    # Packages that need a torch* or nvidia-* package the machine does not have are
+    # vLLM's compiled kernel and codec libraries (built for another torch or CUDA than
+    # the machine's, never loaded by the template platform). Those whose torch/CUDA
+    # needs the machine meets (xgrammar: vLLM imports it at module level) are kept.
     requires = {
         canonical(item["metadata"]["name"]): [
             canonical(Requirement(r).name) for r in item["metadata"].get("requires_dist", [])
@@ -191,17 +233,22 @@ def resolve_missing(
     kept_roots = []
     for req in wanted:
         name = canonical(Requirement(req).name)
-        binary = sorted(n for n in closure(name) if n.startswith(("torch", "nvidia-")))
+        binary = sorted(
+            n for n in closure(name) if n.startswith(("torch", "nvidia-")) and n not in machine
+        )
         if binary:
-            left_out[req] = f"built against torch/CUDA binaries ({', '.join(binary)})"
+            left_out[req] = f"needs torch/CUDA packages the machine lacks ({', '.join(binary)})"
         else:
             kept_roots.append(name)
     needed = set().union(*(closure(n) for n in kept_roots)) if kept_roots else set()
     pins = sorted(
-        (item["metadata"]["name"], item["metadata"]["version"])
-        for item in installs
-        if canonical(item["metadata"]["name"]) in needed
-        and canonical(item["metadata"]["name"]) not in machine
+        [
+            (item["metadata"]["name"], item["metadata"]["version"])
+            for item in installs
+            if canonical(item["metadata"]["name"]) in needed
+            and canonical(item["metadata"]["name"]) not in machine
+        ]
+        + stack_pins
     )
     return pins, satisfied, left_out
 

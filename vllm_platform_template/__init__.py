@@ -6,7 +6,8 @@ package imports neither vLLM nor torch.
 """
 
 from vllm_platform_template.platform_plugin.activation import register, register_general
+from vllm_platform_template.settings import PLUGIN_VERSION
 
-__version__ = "0.1.0"
+__version__ = PLUGIN_VERSION
 
 __all__ = ["__version__", "register", "register_general"]

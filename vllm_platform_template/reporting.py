@@ -23,6 +23,19 @@ def _attention_backends(worker: Any) -> list[str]:
     return sorted(names)
 
 
+def _custom_op_layers(worker: Any) -> dict[str, list[str]]:
+    """``{layer class: sorted forward methods in use}`` for the model's vLLM CustomOps."""
+    from vllm.model_executor.custom_op import CustomOp
+
+    layers: dict[str, set[str]] = {}
+    for module in worker.model_runner.get_model().modules():
+        if isinstance(module, CustomOp):
+            method = getattr(module, "_forward_method", None)
+            name = getattr(method, "__name__", "?")
+            layers.setdefault(type(module).__name__, set()).add(name)
+    return {cls: sorted(methods) for cls, methods in sorted(layers.items())}
+
+
 def _ir_providers(worker: Any) -> dict[str, dict[str, Any]]:
     """Priority list and the provider dispatch picks for this model's arguments."""
     import torch
@@ -31,13 +44,18 @@ def _ir_providers(worker: Any) -> dict[str, dict[str, Any]]:
     model_config = worker.model_config
     hidden = model_config.get_hidden_size()
     dtype = model_config.dtype
+    device = next(worker.model_runner.get_model().parameters()).device
     eps = 1e-5
-    x = torch.zeros(4, hidden, dtype=dtype)
-    weight = torch.ones(hidden, dtype=dtype)
+    x = torch.zeros(4, hidden, dtype=dtype, device=device)
+    weight = torch.ones(hidden, dtype=dtype, device=device)
     sample_args: dict[str, tuple] = {
         "rms_norm": (x, weight, eps, None),
         "fused_add_rms_norm": (x, x.clone(), weight, eps, None),
-        "gelu_and_mul_sparse": (torch.zeros(4, 2 * hidden, dtype=dtype), 1.0, "none"),
+        "gelu_and_mul_sparse": (
+            torch.zeros(4, 2 * hidden, dtype=dtype, device=device),
+            1.0,
+            "none",
+        ),
     }
     report: dict[str, dict[str, Any]] = {}
     for name, op in sorted(IrOp.registry.items()):
@@ -73,6 +91,7 @@ def worker_report(worker: Any) -> dict[str, Any]:
     report["model_class"] = f"{type(model).__module__}.{type(model).__qualname__}"
     report["attention_backends"] = _attention_backends(worker)
     report["ir_ops"] = _ir_providers(worker)
+    report["custom_op_layers"] = _custom_op_layers(worker)
     stats = getattr(worker, "template_stats", None)
     if callable(stats):
         report.update(stats())
@@ -81,10 +100,10 @@ def worker_report(worker: Any) -> dict[str, Any]:
 
 def engine_report(llm: Any) -> dict[str, Any]:
     """Report for an ``LLM``: from the first worker on the template platform, else the config."""
-    from vllm_platform_template.platform_plugin.activation import is_active
+    from vllm.platforms import current_platform
 
-    if is_active():
+    if hasattr(type(current_platform), "template_device"):  # a template platform is active
         return dict(llm.collective_rpc("template_report")[0])
     report = config_report(llm.llm_engine.vllm_config)
-    report.update({"attention_backends": [], "ir_ops": {}})
+    report.update({"attention_backends": [], "ir_ops": {}, "custom_op_layers": {}})
     return report

@@ -28,7 +28,7 @@ def _compile_stage_fault() -> mock._patch:
 
 
 def _capture_fault() -> mock._patch:
-    from vllm_platform_template.graph_wrapper.backends import CpuGraphEmulation
+    from vllm_platform_template.devices.cpu.graphs import CpuGraphEmulation
 
     original = CpuGraphEmulation.capture
 
@@ -43,11 +43,12 @@ def _capture_fault() -> mock._patch:
 
 
 def _provider_fault() -> mock._patch:
-    from vllm_platform_template.kernels import cpu
+    from vllm_platform_template.devices.cpu import kernels as cpu
 
     def fail(*args, **kwargs):
         raise RuntimeError("injected provider fault in template_cpu rms_norm")
 
+    # The CPU device's kernel table is built on first use, after this patch.
     return mock.patch.object(cpu, "fused_add_rms_norm_", fail)
 
 

@@ -14,7 +14,7 @@ import json
 import pytest
 from logprob_closeness import check_logprobs_close
 
-from vllm_platform_template.kernels import vllm_cpu_build
+from vllm_platform_template.devices.cpu import vllm_cpu_build
 
 pytestmark = pytest.mark.e2e
 

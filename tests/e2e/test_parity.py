@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-TEMPLATE_CPU = "vllm_platform_template.platform_plugin.cpu.TemplateCpuPlatform"
+TEMPLATE_CPU = "vllm_platform_template.devices.cpu.platform.TemplateCpuPlatform"
 STOCK_CPU = "vllm.platforms.cpu.CpuPlatform"
 
 

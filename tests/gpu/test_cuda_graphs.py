@@ -16,7 +16,7 @@ pytestmark = [
 
 from toy_decoder import PiecewiseGraphs, ToyConfig, ToyDecoder  # noqa: E402
 
-from vllm_platform_template.graph_wrapper.backends import CudaGraphBackend  # noqa: E402
+from vllm_platform_template.devices.gpu.graphs import CudaGraphBackend  # noqa: E402
 
 
 @pytest.fixture(scope="module")

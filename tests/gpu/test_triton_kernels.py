@@ -33,14 +33,14 @@ pytestmark = [
     ),
 ]
 
+from vllm_platform_template.devices.gpu.kernels import activation, layernorm, rotary  # noqa: E402
+from vllm_platform_template.devices.gpu.kernels import paged_attention as pa  # noqa: E402
 from vllm_platform_template.kernels import reference  # noqa: E402
 from vllm_platform_template.kernels.reference import (  # noqa: E402
     native_fused_add_rms_norm,
     native_gelu_and_mul_sparse,
     native_rms_norm,
 )
-from vllm_platform_template.kernels.triton import activation, layernorm, rotary  # noqa: E402
-from vllm_platform_template.kernels.triton import paged_attention as pa  # noqa: E402
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 ROW_TOL = {
@@ -80,9 +80,9 @@ def split_kv_cache(kv_cache):
 
 
 def ref_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
-    num_tokens = key.shape[0]
+    num_tokens = slot_mapping.shape[0]  # the KV-write contract: rows past it are padding
     block_size = key_cache.shape[2]
-    slots = slot_mapping[:num_tokens].to(torch.int64)
+    slots = slot_mapping.to(torch.int64)
     valid = slots >= 0
     slots = slots[valid]
     blk, off = slots // block_size, slots % block_size
@@ -230,7 +230,8 @@ def test_rotary_embedding(heads, neox, dtype):
         (num_tokens // 16 + 4, hkv, 16, 2 * head_size), float("nan"), device="cuda", dtype=dtype
     )
     key_cache, value_cache = split_kv_cache(kv_cache)
-    slots = torch.randperm(kv_cache.shape[0] * 16, device="cuda")[:num_tokens]
+    # Every token is rotated; the last 2 are padding rows the cache write skips.
+    slots = torch.randperm(kv_cache.shape[0] * 16, device="cuda")[: num_tokens - 2]
     slots[::7] = -1
     rotary.rotary_embedding_and_cache_(
         positions, q, k, v, head_size, cache, neox, key_cache, value_cache, slots
@@ -266,7 +267,8 @@ def test_reshape_and_cache(dtype, block_size):
     key_cache, value_cache = split_kv_cache(kv_cache)
     expected = kv_cache.clone()
     exp_k, exp_v = split_kv_cache(expected)
-    slots = torch.randperm(num_blocks * block_size, device="cuda")[: num_tokens + 16]
+    # Fewer slots than key rows: the last 16 rows are padding, not written.
+    slots = torch.randperm(num_blocks * block_size, device="cuda")[: num_tokens - 16]
     slots[::5] = -1
     key = _randn(num_tokens, hkv, head_size, dtype=dtype)
     value = _randn(num_tokens, hkv, head_size, dtype=dtype, seed=1)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from vllm_platform_template.graph_wrapper.backends import CapturedGraph, GraphBackend
+from vllm_platform_template.device import CapturedGraph, GraphBackend
 
 
 @dataclass

@@ -21,15 +21,15 @@ from vllm_platform_template.attention.backend import (
     TemplateAttentionImpl,
     TemplateAttentionMetadataBuilder,
 )
-from vllm_platform_template.attention.paths import select_attention_path
+from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.attention.registration import (
     BACKEND_QUALNAME,
     attention_backend_qualname,
     register_attention_backend,
 )
-from vllm_platform_template.kernels import vllm_cpu_build
-from vllm_platform_template.kernels.paged_attention import cpu
-from vllm_platform_template.platform_plugin.options import parse_options
+from vllm_platform_template.devices.cpu import attention_kernels as cpu
+from vllm_platform_template.devices.cpu import vllm_cpu_build
+from vllm_platform_template.settings import parse_options
 
 vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
 
@@ -41,23 +41,28 @@ CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
 
 
 @pytest.mark.parametrize(
-    ("device", "requested", "kernels", "expected"),
+    ("device", "requested", "expected"),
     [
-        ("cpu", "auto", True, "cpu_kernels"),
-        ("cpu", "auto", False, "reference"),
-        ("cpu", "reference", True, "reference"),
-        ("cuda", "auto", False, "triton"),
-        ("cuda", "reference", False, "reference"),
-        ("xpu", "auto", False, "reference"),
+        ("cpu", "auto", "cpu_kernels" if CPU_KERNELS_OK else "reference"),
+        ("cpu", "reference", "reference"),
+        ("cuda", "auto", "triton" if torch.cuda.is_available() else "reference"),
+        ("cuda", "reference", "reference"),
+        ("xpu", "auto", "reference"),  # the XPU device has no attention kernels yet
+        ("meta", "auto", "reference"),  # no template device at all
     ],
 )
-def test_select_attention_path(device: str, requested: str, kernels: bool, expected: str) -> None:
-    assert select_attention_path(device, requested, kernels) == expected
+def test_attention_kernels_per_device(device: str, requested: str, expected: str) -> None:
+    kernels = resolve_attention_kernels(device, requested, torch.float32, 16, 64)
+    assert kernels.name == expected
 
 
-def test_select_attention_path_rejects_unknown_request() -> None:
+def test_cpu_kernels_fall_back_for_a_head_size_they_do_not_serve() -> None:
+    assert resolve_attention_kernels("cpu", "auto", torch.float32, 16, 40).name == "reference"
+
+
+def test_attention_kernels_reject_unknown_request() -> None:
     with pytest.raises(ValueError, match="must be one of"):
-        select_attention_path("cpu", "triton", True)
+        resolve_attention_kernels("cpu", "triton", torch.float32, 16, 64)
 
 
 def test_attention_option() -> None:
@@ -247,10 +252,11 @@ def test_builder_and_impl_cpu_kernel_path_matches_reference() -> None:
 
 
 @pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
-def test_builder_computes_scheduler_metadata_only_for_cpu_kernels() -> None:
+def test_builder_prepares_the_cpu_kernels_work_split_once_per_step() -> None:
     cm, _ = make_step()
-    assert make_builder("auto", torch.float32).build(0, cm).scheduler_metadata is not None
-    assert make_builder("reference", torch.float32).build(0, cm).scheduler_metadata is None
+    prepared = make_builder("auto", torch.float32).build(0, cm).prepared
+    assert isinstance(prepared, torch.Tensor) and prepared.dtype == torch.int8
+    assert make_builder("reference", torch.float32).build(0, cm).prepared is None
 
 
 @pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from vllm_platform_template.kernels import vllm_cpu_build
-from vllm_platform_template.kernels.paged_attention import cpu, reference
+from vllm_platform_template.devices.cpu import attention_kernels as cpu
+from vllm_platform_template.devices.cpu import vllm_cpu_build
+from vllm_platform_template.kernels.paged_attention import reference
 
 vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from vllm.ir.op import IrOp
 
 import vllm_platform_template.ir_impls  # noqa: F401
-from vllm_platform_template.kernels import cpu, vllm_cpu_build
+from vllm_platform_template.devices.cpu import kernels as cpu
+from vllm_platform_template.devices.cpu import vllm_cpu_build
 
 BUILD = vllm_cpu_build.load_cpu_kernels()
 if not BUILD.loaded:

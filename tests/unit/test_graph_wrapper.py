@@ -10,7 +10,8 @@ from vllm.compilation.monitor import set_cudagraph_capturing_enabled
 from vllm.config import CUDAGraphMode, VllmConfig
 from vllm.forward_context import BatchDescriptor, set_forward_context
 
-from vllm_platform_template.graph_wrapper.backends import CapturedGraph, CpuGraphEmulation
+from vllm_platform_template.device import CapturedGraph
+from vllm_platform_template.devices.cpu.graphs import CpuGraphEmulation
 from vllm_platform_template.graph_wrapper.stats import STATS
 from vllm_platform_template.graph_wrapper.wrapper import GraphInputMovedError, TemplateGraphWrapper
 

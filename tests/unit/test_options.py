@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_platform_template.platform_plugin.options import TemplateOptions, parse_options
+from vllm_platform_template.settings import TemplateOptions, parse_options
 
 
 def test_defaults() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from vllm_platform_template.platform_plugin.patches import PATCHES
+from vllm_platform_template.patches import PATCHES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "vllm_platform_template"
 # mock.patch / patch.object, MethodType rebinding, assignment to a vllm/torch module attribute

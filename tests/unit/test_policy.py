@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from vllm_platform_template.device import device_for
+from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.platform_plugin import policy
 from vllm_platform_template.platform_plugin.policy import (
     MODE_DYNAMO_TRACE_ONCE,
@@ -13,8 +15,10 @@ from vllm_platform_template.platform_plugin.policy import (
     MODE_STOCK_TORCH_COMPILE,
     MODE_VLLM_COMPILE,
 )
+from vllm_platform_template.settings import DEVICE_PACKAGES
 
 OURS = "vllm_platform_template.compiler.TemplateCompiler"
+IR_OPS = ("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse")
 
 
 def test_effective_mode() -> None:
@@ -85,11 +89,13 @@ def test_compile_sizes_filled_only_when_missing_under_vllm_compile() -> None:
 
 
 def test_graph_defaults() -> None:
-    assert policy.default_graph_mode("cpu") == "NONE"
-    assert policy.default_graph_mode("cuda") is None
-    assert policy.default_max_capture_size("cpu", 256, 1) == 16
-    assert policy.default_max_capture_size("cpu", 4, 1) == 8
-    assert policy.default_max_capture_size("cuda", 256, 1) is None
+    cpu, gpu = device_for("cpu"), device_for("cuda")
+    assert cpu is not None and gpu is not None
+    assert cpu.default_graph_mode == "NONE"
+    assert gpu.default_graph_mode is None
+    assert cpu.max_capture_size(256, 1) == 16
+    assert cpu.max_capture_size(4, 1) == 8
+    assert gpu.max_capture_size(256, 1) is None
 
 
 def test_graphs_need_vllm_compile_and_no_eager() -> None:
@@ -105,17 +111,66 @@ def test_compile_sizes_must_be_capture_sizes() -> None:
     assert len(problems) == 1 and "padded to 4" in problems[0]
 
 
+def priorities(
+    device_type: str, mode: int, stage: str, ops=IR_OPS, road: str = "ir"
+) -> dict[str, list[str]]:
+    """The device's default IR priorities, as its platform computes them."""
+    device = device_for(device_type)
+    assert device is not None
+    return policy.default_ir_op_priority(
+        device.ir_provider, device.ir_ops, device.native_under_inductor, mode, stage, ops, road
+    )
+
+
 def test_default_ir_priorities_are_compile_aware() -> None:
-    eager = policy.default_ir_op_priority("cpu", MODE_NONE, "graph")
-    graph = policy.default_ir_op_priority("cpu", MODE_VLLM_COMPILE, "graph")
-    fusion = policy.default_ir_op_priority("cpu", MODE_VLLM_COMPILE, "fusion_only")
+    eager = priorities("cpu", MODE_NONE, "graph")
+    graph = priorities("cpu", MODE_VLLM_COMPILE, "graph")
+    fusion = priorities("cpu", MODE_VLLM_COMPILE, "fusion_only")
     assert eager["rms_norm"] == ["template_cpu", "native"]
     assert graph["gelu_and_mul_sparse"] == ["native"]
+    assert graph["rms_norm"] == ["template_cpu", "native"]
     assert fusion == eager
-    cuda_graph = policy.default_ir_op_priority("cuda", MODE_VLLM_COMPILE, "graph")
+    cuda_graph = priorities("cuda", MODE_VLLM_COMPILE, "graph")
     assert all(p == ["native"] for p in cuda_graph.values())
-    cuda_eager = policy.default_ir_op_priority("cuda", MODE_NONE, "graph")
+    cuda_eager = priorities("cuda", MODE_NONE, "graph")
     assert all(p == ["template_triton", "native"] for p in cuda_eager.values())
+
+
+def test_ir_priorities_follow_vllms_registry() -> None:
+    """Ops come from vLLM's registry: one the plugin has no kernel for stays native."""
+    from vllm.ir.op import IrOp
+
+    import vllm_platform_template.ir_impls  # noqa: F401  (the providers)
+
+    registry = list(IrOp.registry)
+    result = priorities("cpu", MODE_NONE, "graph", [*registry, "new_op"])
+    assert list(result) == [*registry, "new_op"]
+    assert result["new_op"] == ["native"]
+    for device_type in DEVICE_PACKAGES:
+        device = device_for(device_type)
+        assert device is not None
+        assert set(device.ir_ops) <= set(registry), "an IR op a device serves left vLLM"
+
+
+def test_custom_op_road_enables_the_oot_rms_norm() -> None:
+    """vLLM keys an OOT CustomOp by the replaced class's name: "+RMSNorm" enables it."""
+    from vllm.model_executor.layers.layernorm import RMSNorm
+
+    from vllm_platform_template.custom_ops import register_custom_ops
+    from vllm_platform_template.custom_ops.layernorm import TemplateRMSNorm
+
+    register_custom_ops()
+    assert RMSNorm.name == "rms_norm"
+    assert [f"+{TemplateRMSNorm.name}"] == policy.custom_ops_for_road("custom_op", ["none"])
+
+
+def test_custom_op_road_leaves_norms_to_the_layers() -> None:
+    road = priorities("cpu", MODE_NONE, "graph", road="custom_op")
+    assert road["rms_norm"] == road["fused_add_rms_norm"] == ["native"]
+    assert road["gelu_and_mul_sparse"] == ["template_cpu", "native"]
+    assert policy.custom_ops_for_road("custom_op", ["none"]) == ["+RMSNorm"]
+    assert policy.custom_ops_for_road("custom_op", ["none", "+RMSNorm"]) == []
+    assert policy.custom_ops_for_road("ir", ["none"]) == []
 
 
 def test_unknown_providers_list_the_registered_ones() -> None:
@@ -130,23 +185,22 @@ def test_unknown_providers_list_the_registered_ones() -> None:
 
 
 def test_cpu_scheduler_defaults_replace_only_generic_defaults() -> None:
-    assert policy.cpu_scheduler_defaults(8192, 256, 1) == (4096, 256)
-    assert policy.cpu_scheduler_defaults(2048, 256, 2) == (4096, 256)
-    assert policy.cpu_scheduler_defaults(1000, 256, 1) is None
-
-
-def test_fusion_passes_per_stage() -> None:
-    assert "silu_and_mul" in policy.fusion_passes("fusion_only")
-    assert "silu_and_mul" not in policy.fusion_passes("graph")
+    assert cpu_policy.cpu_scheduler_defaults(8192, 256, 1) == (4096, 256)
+    assert cpu_policy.cpu_scheduler_defaults(2048, 256, 2) == (4096, 256)
+    assert cpu_policy.cpu_scheduler_defaults(1000, 256, 1) is None
 
 
 def test_xpu_policy() -> None:
-    """The XPU platform's policy (xpu.py names this test): IPEX first in eager and
-    fusion-only, every op native under Inductor, vLLM's graph defaults."""
+    """The XPU platform's policy (devices/xpu/platform.py names this test): IPEX first in
+    eager and fusion-only for the ops IPEX has, every op native under Inductor, vLLM's
+    graph defaults."""
     for mode, stage in ((MODE_NONE, "graph"), (MODE_VLLM_COMPILE, "fusion_only")):
-        priorities = policy.default_ir_op_priority("xpu", mode, stage)
-        assert all(p == ["template_ipex", "native"] for p in priorities.values()), priorities
-    graph = policy.default_ir_op_priority("xpu", MODE_VLLM_COMPILE, "graph")
+        result = priorities("xpu", mode, stage)
+        assert result["rms_norm"] == result["fused_add_rms_norm"] == ["template_ipex", "native"]
+        assert result["gelu_and_mul_sparse"] == ["native"]  # IPEX has no such kernel
+    graph = priorities("xpu", MODE_VLLM_COMPILE, "graph")
     assert all(p == ["native"] for p in graph.values()), graph
-    assert policy.default_graph_mode("xpu") is None
-    assert policy.default_max_capture_size("xpu", 256, 1) is None
+    xpu = device_for("xpu")
+    assert xpu is not None
+    assert xpu.default_graph_mode is None
+    assert xpu.max_capture_size(256, 1) is None

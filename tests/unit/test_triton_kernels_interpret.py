@@ -71,9 +71,9 @@ def split_kv_cache(kv_cache):
 
 def ref_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
     """Plain-layout cache write; slots < 0 are skipped."""
-    num_tokens = key.shape[0]
+    num_tokens = slot_mapping.shape[0]  # the KV-write contract: rows past it are padding
     block_size = key_cache.shape[2]
-    slots = slot_mapping[:num_tokens].to(torch.int64)
+    slots = slot_mapping.to(torch.int64)
     valid = slots >= 0
     slots = slots[valid]
     blk, off = slots // block_size, slots % block_size
@@ -181,7 +181,7 @@ def _paged_batch(q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_siz
 
 
 def _run_attention(batch, max_query_len, max_seq_len, decode_splits=None):
-    from vllm_platform_template.kernels.triton import paged_attention as pa
+    from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
 
     query = batch["query"]
     output = torch.full_like(query, float("nan"))
@@ -220,14 +220,14 @@ def _ref_attention(batch):
 
 
 def check_kernels_are_interpreted() -> None:
-    from vllm_platform_template.kernels.triton import is_interpreted, layernorm
+    from vllm_platform_template.devices.gpu.kernels import is_interpreted, layernorm
 
     assert os.environ.get("TRITON_INTERPRET") == "1"
     assert is_interpreted(layernorm._rms_norm_kernel)
 
 
 def check_rms_norm_fp32_sizes_weight_and_variance_size() -> None:
-    from vllm_platform_template.kernels.triton.layernorm import rms_norm
+    from vllm_platform_template.devices.gpu.kernels.layernorm import rms_norm
 
     for hidden in (1, 7, 96, 300, 1000, 2048):
         for with_weight in (True, False):
@@ -240,7 +240,7 @@ def check_rms_norm_fp32_sizes_weight_and_variance_size() -> None:
 
 
 def check_rms_norm_low_precision_and_mixed_weight_dtype() -> None:
-    from vllm_platform_template.kernels.triton.layernorm import rms_norm
+    from vllm_platform_template.devices.gpu.kernels.layernorm import rms_norm
 
     for dtype in (torch.bfloat16, torch.float16):
         for w_dtype in (dtype, torch.float32):
@@ -255,7 +255,7 @@ def check_rms_norm_low_precision_and_mixed_weight_dtype() -> None:
 
 
 def check_rms_norm_strided_rows_and_nd() -> None:
-    from vllm_platform_template.kernels.triton.layernorm import rms_norm
+    from vllm_platform_template.devices.gpu.kernels.layernorm import rms_norm
 
     base = _randn(11, 200)
     x = base[:, :150]  # row stride 200, last dim contiguous
@@ -270,7 +270,7 @@ def check_rms_norm_strided_rows_and_nd() -> None:
 
 
 def check_rms_norm_zero_tokens() -> None:
-    from vllm_platform_template.kernels.triton.layernorm import fused_add_rms_norm_, rms_norm
+    from vllm_platform_template.devices.gpu.kernels.layernorm import fused_add_rms_norm_, rms_norm
 
     x = torch.empty(0, 64)
     assert rms_norm(x, torch.ones(64), 1e-6).shape == (0, 64)
@@ -280,7 +280,7 @@ def check_rms_norm_zero_tokens() -> None:
 
 
 def check_rms_norm_multi_pass() -> None:
-    from vllm_platform_template.kernels.triton import layernorm
+    from vllm_platform_template.devices.gpu.kernels import layernorm
 
     saved = layernorm.MAX_SINGLE_PASS_BLOCK, layernorm.MULTI_PASS_BLOCK
     layernorm.MAX_SINGLE_PASS_BLOCK, layernorm.MULTI_PASS_BLOCK = 64, 32
@@ -302,7 +302,7 @@ def check_rms_norm_multi_pass() -> None:
 
 
 def check_fused_add_rms_norm_in_place() -> None:
-    from vllm_platform_template.kernels.triton.layernorm import fused_add_rms_norm_
+    from vllm_platform_template.devices.gpu.kernels.layernorm import fused_add_rms_norm_
 
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         for hidden, variance_size, with_weight in (
@@ -322,7 +322,7 @@ def check_fused_add_rms_norm_in_place() -> None:
 
 
 def check_fused_add_rms_norm_strided_rows() -> None:
-    from vllm_platform_template.kernels.triton.layernorm import fused_add_rms_norm_
+    from vllm_platform_template.devices.gpu.kernels.layernorm import fused_add_rms_norm_
 
     xbase, rbase = _randn(9, 160), _randn(9, 130, seed=1)
     x, r = xbase[:, 10:138], rbase[:, :128]
@@ -338,7 +338,7 @@ def check_fused_add_rms_norm_strided_rows() -> None:
 
 
 def check_layernorm_rejects_bad_inputs() -> None:
-    from vllm_platform_template.kernels.triton.layernorm import fused_add_rms_norm_, rms_norm
+    from vllm_platform_template.devices.gpu.kernels.layernorm import fused_add_rms_norm_, rms_norm
 
     x = _randn(4, 8)
     _expect_value_error(lambda: rms_norm(x.to(torch.int32), None, 1e-6), "dtype")
@@ -355,8 +355,8 @@ def check_layernorm_rejects_bad_inputs() -> None:
 
 
 def check_silu_and_mul() -> None:
+    from vllm_platform_template.devices.gpu.kernels import activation
     from vllm_platform_template.kernels import reference
-    from vllm_platform_template.kernels.triton import activation
 
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         for shape in ((7, 2 * 13), (3, 5, 2 * 64), (2, 2 * 3000)):
@@ -371,7 +371,7 @@ def check_silu_and_mul() -> None:
 
 
 def check_gelu_and_mul_sparse() -> None:
-    from vllm_platform_template.kernels.triton import activation
+    from vllm_platform_template.devices.gpu.kernels import activation
 
     for approximate in ("none", "tanh"):
         for shape, mult in (((7, 2 * 13), 0.5), ((3, 4, 2 * 100), 1.6448), ((2, 2 * 1000), -0.3)):
@@ -427,8 +427,8 @@ def _rotary_expected(positions, query, key, head_size, cos_sin_cache, neox):
 
 
 def check_rotary_embedding() -> None:
+    from vllm_platform_template.devices.gpu.kernels.rotary import rotary_embedding_
     from vllm_platform_template.kernels import reference
-    from vllm_platform_template.kernels.triton.rotary import rotary_embedding_
 
     for neox in (True, False):
         for num_tokens, hq, hkv, head_size, rot in ROTARY_CASES:
@@ -459,7 +459,7 @@ def check_rotary_embedding() -> None:
 
 
 def check_rotary_embedding_and_cache() -> None:
-    from vllm_platform_template.kernels.triton.rotary import rotary_embedding_and_cache_
+    from vllm_platform_template.devices.gpu.kernels.rotary import rotary_embedding_and_cache_
 
     for neox in (True, False):
         for block_size in (16, 32):
@@ -467,8 +467,10 @@ def check_rotary_embedding_and_cache() -> None:
                 num_blocks = 3
                 kv_cache = torch.full((num_blocks, hkv, block_size, 2 * head_size), float("nan"))
                 key_cache, value_cache = split_kv_cache(kv_cache)
-                slots = torch.randperm(num_blocks * block_size, generator=_gen())[:num_tokens]
-                slots[0] = -1  # padding token: must not be written
+                # Every token is rotated; slot -1 and the last row (no slot: padding)
+                # must not be written.
+                slots = torch.randperm(num_blocks * block_size, generator=_gen())[: num_tokens - 1]
+                slots[0] = -1
                 positions = torch.randint(0, 50, (num_tokens,), generator=_gen(1))
                 cache = _randn(50, rot, seed=3)
                 qkv = _randn(num_tokens, (hq + 2 * hkv) * head_size)
@@ -492,7 +494,7 @@ def check_rotary_embedding_and_cache() -> None:
 
 
 def check_rotary_rejects_bad_inputs() -> None:
-    from vllm_platform_template.kernels.triton.rotary import rotary_embedding_
+    from vllm_platform_template.devices.gpu.kernels.rotary import rotary_embedding_
 
     pos = torch.zeros(2, dtype=torch.int64)
     q = _randn(2, 64)
@@ -509,7 +511,7 @@ def check_rotary_rejects_bad_inputs() -> None:
 
 
 def check_reshape_and_cache() -> None:
-    from vllm_platform_template.kernels.triton.paged_attention import reshape_and_cache_
+    from vllm_platform_template.devices.gpu.kernels.paged_attention import reshape_and_cache_
 
     for dtype in (torch.float32, torch.bfloat16):
         for block_size in (16, 32):
@@ -520,7 +522,8 @@ def check_reshape_and_cache() -> None:
             key_cache, value_cache = split_kv_cache(kv_cache)
             expected = kv_cache.clone()
             exp_k, exp_v = split_kv_cache(expected)
-            slots = torch.randperm(num_blocks * block_size, generator=_gen())[: num_tokens + 3]
+            # Fewer slots than key rows: the last 3 rows are padding, not written.
+            slots = torch.randperm(num_blocks * block_size, generator=_gen())[: num_tokens - 3]
             slots[[2, 5]] = -1
             kv = _randn(num_tokens, 2 * hkv, head_size + 8, dtype=dtype)  # strided heads/tokens
             key, value = kv[:, :hkv, :head_size], kv[:, hkv:, :head_size]
@@ -530,8 +533,12 @@ def check_reshape_and_cache() -> None:
     _expect_value_error(
         lambda: reshape_and_cache_(key, value, key_cache.float(), value_cache, slots), "dtype"
     )
+    too_many = torch.cat([slots, slots[:4]])
     _expect_value_error(
-        lambda: reshape_and_cache_(key, value, key_cache, value_cache, slots[:3]), "slot_mapping"
+        lambda: reshape_and_cache_(key, value, key_cache, value_cache, too_many), "slot_mapping"
+    )
+    _expect_value_error(
+        lambda: reshape_and_cache_(key, value, key_cache, value_cache, slots.int()), "int64"
     )
 
 
@@ -581,7 +588,7 @@ def check_paged_attention_bf16() -> None:
 
 
 def check_paged_attention_leaves_padding_and_rejects_bad_inputs() -> None:
-    from vllm_platform_template.kernels.triton.paged_attention import paged_attention
+    from vllm_platform_template.devices.gpu.kernels.paged_attention import paged_attention
 
     batch = _paged_batch((2, 1), (10, 4), 4, 2, 16, 16, torch.float32)
     query = batch["query"]
@@ -691,7 +698,7 @@ def test_interpreted(name: str, interpreter_report: dict[str, dict[str, str]]) -
 
 
 def test_triton_available_never_raises() -> None:
-    from vllm_platform_template.kernels.triton import triton_available
+    from vllm_platform_template.devices.gpu.kernels import triton_available
 
     ok, reason = triton_available()
     assert isinstance(ok, bool) and isinstance(reason, str) and reason

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from vllm_platform_template.kernels import vllm_cpu_build
-from vllm_platform_template.kernels.vllm_cpu_build import ISA_ENV, choose_build
+from vllm_platform_template.devices.cpu import vllm_cpu_build
+from vllm_platform_template.devices.cpu.vllm_cpu_build import ISA_ENV, choose_build
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
 import torch
-from vllm_platform_template.kernels import vllm_cpu_build
+from vllm_platform_template.devices.cpu import vllm_cpu_build
 build = vllm_cpu_build.load_cpu_kernels()
 again = vllm_cpu_build.load_cpu_kernels()
 print(json.dumps({
@@ -119,9 +119,9 @@ def test_template_platform_loads_through_the_helper() -> None:
     if vllm_cpu_build.host_isa() not in ("avx2", "avx512", "avx512_bf16"):
         pytest.skip("not an x86 CPU with AVX2")
     code = (
-        "import json; from vllm_platform_template.platform_plugin.cpu import TemplateCpuPlatform;"
+        "import json; from vllm_platform_template.devices.cpu.platform import TemplateCpuPlatform;"
         "TemplateCpuPlatform.import_kernels();"
-        "from vllm_platform_template.kernels import vllm_cpu_build as b;"
+        "from vllm_platform_template.devices.cpu import vllm_cpu_build as b;"
         "print(json.dumps([p.rsplit('/', 1)[-1] for p in b.loaded_vllm_builds()]))"
     )
     mapped = _run_python(code, "avx2", timeout=300)
@@ -134,7 +134,7 @@ def test_importing_another_build_raises_instead_of_killing_the_process() -> None
     if vllm_cpu_build.host_isa() not in ("avx2", "avx512", "avx512_bf16"):
         pytest.skip("not an x86 CPU with AVX2")
     code = (
-        "import json; from vllm_platform_template.kernels import vllm_cpu_build as b;"
+        "import json; from vllm_platform_template.devices.cpu import vllm_cpu_build as b;"
         "b.load_cpu_kernels()\n"
         "try:\n    import vllm._C\n    r = 'imported'\n"
         "except ImportError:\n    r = 'ImportError'\n"

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_platform_template.platform_plugin.cpu import (
+from vllm_platform_template.devices.cpu.platform import (
     STOCK_CPU_WORKER,
     TEMPLATE_CPU_WORKER,
     TemplateCpuPlatform,

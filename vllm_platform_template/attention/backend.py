@@ -26,7 +26,7 @@ from vllm_platform_template.attention.metadata import (
     TemplateAttentionMetadata,
     TemplateAttentionMetadataBuilder,
 )
-from vllm_platform_template.kernels.paged_attention.cpu import SUPPORTED_HEAD_SIZES
+from vllm_platform_template.device import platform_device
 
 if TYPE_CHECKING:
     from vllm.config.cache import CacheDType
@@ -75,7 +75,11 @@ class TemplateAttentionBackend(AttentionBackend):
 
     @classmethod
     def get_supported_head_sizes(cls) -> list[int]:
-        return list(SUPPORTED_HEAD_SIZES)
+        """The current device's attention kernels' head sizes (empty: any)."""
+        from vllm.platforms import current_platform
+
+        kernels = platform_device(current_platform).attention()
+        return list(kernels.head_sizes) if kernels is not None else []
 
     @classmethod
     def supported_kv_cache_layouts(cls) -> tuple[KVCacheLayout, ...]:

@@ -8,10 +8,11 @@ builds one ``TemplateAttentionImpl``. Because the backend declares
 ``vllm::unified_attention_with_output`` op); both are graph-split points, so
 attention runs eagerly between compiled pieces.
 
-Each call dispatches to one kernel path (``paths``): vLLM's CPU kernels, the
-plain-torch reference, or the Triton kernels (CUDA tensors; imported lazily so
-CPU installs never import Triton). Features the kernels do not implement are
-rejected when the layer is built, naming the feature.
+Each call runs the kernels ``paths`` resolves for the cache: the device's
+attention kernels (``TemplateDevice.attention``: vLLM's CPU kernels, Triton on
+the GPU; loaded on first use, so CPU installs never import Triton) or the
+plain-torch reference. Features the kernels do not implement are rejected when
+the layer is built, naming the feature.
 """
 
 from __future__ import annotations
@@ -23,16 +24,11 @@ from vllm.config import get_current_vllm_config_or_none
 from vllm.v1.attention.backend import AttentionImpl, AttentionLayer, AttentionType
 
 from vllm_platform_template.attention.metadata import TemplateAttentionMetadata
-from vllm_platform_template.attention.paths import (
-    CPU_KERNELS,
-    TRITON,
-    resolve_attention_path,
-)
-from vllm_platform_template.kernels.paged_attention import cpu as cpu_kernels
+from vllm_platform_template.attention.paths import resolve_attention_kernels
+from vllm_platform_template.device import AttentionKernels
 from vllm_platform_template.kernels.paged_attention import reference
-from vllm_platform_template.platform_plugin.options import parse_options
-
-BACKEND_NAME = "TEMPLATE_ATTN"
+from vllm_platform_template.settings import ATTENTION_BACKEND_NAME as BACKEND_NAME
+from vllm_platform_template.settings import parse_options
 
 
 def unsupported_features(
@@ -109,9 +105,9 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
             vllm_config.additional_config if vllm_config is not None else None
         ).attention
 
-    def kv_cache_path(self, kv_cache: torch.Tensor) -> str:
-        """The path for this cache: same inputs as the builder's, hence the same answer."""
-        return resolve_attention_path(
+    def kernels_for(self, kv_cache: torch.Tensor) -> AttentionKernels:
+        """The kernels for this cache: same inputs as the builder's, hence the same answer."""
+        return resolve_attention_kernels(
             kv_cache.device.type,
             self.requested_path,
             kv_cache.dtype,
@@ -129,16 +125,7 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
     ) -> None:
         """Write this step's keys/values (``[T, Hkv, D]``) into the layer's paged cache."""
         key_cache, value_cache = reference.split_kv_cache(kv_cache)
-        path = self.kv_cache_path(kv_cache)
-        if path == CPU_KERNELS:
-            isa = cpu_kernels.isa_for(kv_cache.dtype, kv_cache.shape[2], self.head_size)
-            cpu_kernels.reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping, isa)
-        elif path == TRITON:
-            from vllm_platform_template.kernels.triton import paged_attention as triton_kernels
-
-            triton_kernels.reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping)
-        else:
-            reference.reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping)
+        self.kernels_for(kv_cache).write_kv(key, value, key_cache, value_cache, slot_mapping)
 
     def forward(
         self,
@@ -161,52 +148,26 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
             raise NotImplementedError(f"{BACKEND_NAME} does not support fused output quantization")
         if attn_metadata is None:
             return output
-        path = attn_metadata.path
-        if path != self.kv_cache_path(kv_cache):
+        kernels = self.kernels_for(kv_cache)
+        if attn_metadata.path != kernels.name:
             raise RuntimeError(
-                f"{BACKEND_NAME}: the metadata builder chose the {path!r} path but this layer's "
-                f"cache needs {self.kv_cache_path(kv_cache)!r}; builder and layer configs disagree"
+                f"{BACKEND_NAME}: the metadata builder chose the {attn_metadata.path!r} kernels "
+                f"but this layer's cache needs {kernels.name!r}; builder and layer configs disagree"
             )
         n = attn_metadata.num_actual_tokens
         key_cache, value_cache = reference.split_kv_cache(kv_cache)
         md = attn_metadata
-        if path == CPU_KERNELS:
-            assert md.scheduler_metadata is not None
-            cpu_kernels.paged_attention(
-                query[:n],
-                key_cache,
-                value_cache,
-                output[:n],
-                md.block_table,
-                md.seq_lens,
-                md.query_start_loc,
-                self.scale,
-                md.scheduler_metadata,
-            )
-        elif path == TRITON:
-            from vllm_platform_template.kernels.triton import paged_attention as triton_kernels
-
-            triton_kernels.paged_attention(
-                query[:n],
-                key_cache,
-                value_cache,
-                output[:n],
-                md.block_table,
-                md.seq_lens,
-                md.query_start_loc,
-                self.scale,
-                md.max_query_len,
-                md.max_seq_len,
-            )
-        else:
-            reference.paged_attention(
-                query[:n],
-                key_cache,
-                value_cache,
-                output[:n],
-                md.block_table,
-                md.seq_lens,
-                md.query_start_loc,
-                self.scale,
-            )
+        kernels.attend(
+            query[:n],
+            key_cache,
+            value_cache,
+            output[:n],
+            block_table=md.block_table,
+            seq_lens=md.seq_lens,
+            query_start_loc=md.query_start_loc,
+            scale=self.scale,
+            max_query_len=md.max_query_len,
+            max_seq_len=md.max_seq_len,
+            prepared=md.prepared,
+        )
         return output

@@ -7,18 +7,18 @@ the group then receives the same ``TemplateAttentionMetadata`` in
 ``AttentionImpl.forward``.
 
 The builder copies the batch tensors the kernels need out of vLLM's
-``CommonAttentionMetadata`` and, on the CPU-kernel path only, computes the
-kernels' scheduler metadata (once per step instead of once per layer). It holds
+``CommonAttentionMetadata`` and has the kernels prepare their per-step state
+(``AttentionKernels.prepare``: vLLM's CPU kernels compute their work split
+there), once per step instead of once per layer. It holds
 layer-independent state only and never touches the layers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
-from vllm import envs
 from vllm.v1.attention.backend import (
     AttentionCGSupport,
     AttentionMetadata,
@@ -27,9 +27,8 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.attention.backends.utils import get_num_attention_heads_from_layers
 
-from vllm_platform_template.attention.paths import CPU_KERNELS, resolve_attention_path
-from vllm_platform_template.kernels.paged_attention import cpu as cpu_kernels
-from vllm_platform_template.platform_plugin.options import parse_options
+from vllm_platform_template.attention.paths import resolve_attention_kernels
+from vllm_platform_template.settings import parse_options
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -41,7 +40,7 @@ class TemplateAttentionMetadata(AttentionMetadata):
     """What ``TemplateAttentionImpl.forward`` reads for one step."""
 
     path: str
-    """Kernel path the builder resolved (``paths.PATHS``); the impl checks it agrees."""
+    """Name of the kernels the builder resolved (``paths``); the impl checks it agrees."""
     num_actual_tokens: int
     """Tokens to attend for (query/output rows after it are padding)."""
     max_query_len: int
@@ -54,8 +53,9 @@ class TemplateAttentionMetadata(AttentionMetadata):
     """int32 ``[num_reqs, max_blocks_per_req]``."""
     slot_mapping: torch.Tensor
     """int64 ``[num_tokens]``, ``-1`` for padding."""
-    scheduler_metadata: torch.Tensor | None = None
-    """vLLM CPU kernels' work split; set on the ``cpu_kernels`` path only."""
+    prepared: Any = None
+    """The kernels' per-step state (``AttentionKernels.prepare``: e.g. the work split of
+    vLLM's CPU kernels), built once per step and shared by the step's layers."""
 
 
 class TemplateAttentionMetadataBuilder(AttentionMetadataBuilder[TemplateAttentionMetadata]):
@@ -79,19 +79,15 @@ class TemplateAttentionMetadataBuilder(AttentionMetadataBuilder[TemplateAttentio
         # kv_cache_dtype "auto": the cache dtype is the model (query) dtype, and it
         # is what the impl sees on the cache tensor - same inputs, same path.
         self.dtype: torch.dtype = kv_cache_spec.dtype
-        # The scheduler metadata sizes a scratchpad from the query heads of this
+        # Kernels may size per-step state from the query heads of this
         # group's layers (they may differ from the model-wide count).
         self.num_heads: int = get_num_attention_heads_from_layers(
             vllm_config, layer_names
         ) or model_config.get_num_attention_heads(vllm_config.parallel_config)
         requested = parse_options(vllm_config.additional_config).attention
-        self.path: str = resolve_attention_path(
+        self.kernels = resolve_attention_kernels(
             torch.device(device).type, requested, self.dtype, self.block_size, self.head_size
         )
-        self.isa: str | None = None
-        if self.path == CPU_KERNELS:
-            self.isa = cpu_kernels.isa_for(self.dtype, self.block_size, self.head_size)
-        self.enable_kv_split: bool = bool(envs.VLLM_CPU_ATTN_SPLIT_KV)
 
     def build(
         self,
@@ -105,20 +101,17 @@ class TemplateAttentionMetadataBuilder(AttentionMetadataBuilder[TemplateAttentio
                 "TEMPLATE_ATTN supports causal decoder attention only; this batch asks for "
                 "non-causal or per-request causality"
             )
-        scheduler_metadata = None
-        if self.isa is not None:
-            scheduler_metadata = cpu_kernels.scheduler_metadata(
-                num_heads=self.num_heads,
-                num_kv_heads=self.num_kv_heads,
-                head_size=self.head_size,
-                dtype=self.dtype,
-                seq_lens=cm.seq_lens,
-                query_start_loc=cm.query_start_loc,
-                isa=self.isa,
-                enable_kv_split=self.enable_kv_split,
-            )
+        prepared = self.kernels.prepare(
+            num_heads=self.num_heads,
+            num_kv_heads=self.num_kv_heads,
+            head_size=self.head_size,
+            dtype=self.dtype,
+            block_size=self.block_size,
+            seq_lens=cm.seq_lens,
+            query_start_loc=cm.query_start_loc,
+        )
         return TemplateAttentionMetadata(
-            path=self.path,
+            path=self.kernels.name,
             num_actual_tokens=cm.num_actual_tokens,
             max_query_len=cm.max_query_len,
             max_seq_len=cm.max_seq_len,
@@ -126,5 +119,5 @@ class TemplateAttentionMetadataBuilder(AttentionMetadataBuilder[TemplateAttentio
             seq_lens=cm.seq_lens,
             block_table=cm.block_table_tensor,
             slot_mapping=cm.slot_mapping,
-            scheduler_metadata=scheduler_metadata,
+            prepared=prepared,
         )

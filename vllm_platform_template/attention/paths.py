@@ -1,16 +1,16 @@
-"""Which kernels the ``TEMPLATE_ATTN`` backend runs: one path per engine.
+"""Which kernels the ``TEMPLATE_ATTN`` backend runs: one set per engine.
 
 vLLM hook served: none directly; the metadata builder
 (``AttentionMetadataBuilder.__init__``) and the attention impl
-(``AttentionImpl.do_kv_cache_update``/``forward``) both resolve the path here from
-the same inputs, so the cache writer and the reader always agree - the CPU
-kernels' cache layout is not the reference's, and mixing them reads garbage.
+(``AttentionImpl.do_kv_cache_update``/``forward``) both resolve the kernels here
+from the same inputs, so the cache writer and the reader always agree - a
+device's cache layout need not be the reference's, and mixing them reads garbage.
 
 The plugin option ``additional_config["template"]["attention"]`` picks:
 
-- ``"auto"`` (default): CPU -> vLLM's CPU kernels when loaded and the
-  configuration is one they serve, else the reference; CUDA -> Triton; any
-  other device -> the reference.
+- ``"auto"`` (default): the device's attention kernels (``TemplateDevice.attention``:
+  vLLM's CPU kernels on the CPU, Triton on the GPU) when they can serve the
+  layer in this process, else the plain-torch reference, with a warning;
 - ``"reference"``: the plain-torch reference everywhere (slow; for bring-up and
   for checking a new kernel against the spec).
 """
@@ -21,67 +21,51 @@ import functools
 
 import torch
 
-from vllm_platform_template.kernels.paged_attention import cpu as cpu_kernels
+from vllm_platform_template.device import AttentionKernels, device_for
+from vllm_platform_template.kernels.paged_attention.reference import ReferenceAttentionKernels
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.settings import ATTENTION_REQUESTS
 
 logger = get_logger(__name__)
 
-CPU_KERNELS = "cpu_kernels"
-REFERENCE = "reference"
-TRITON = "triton"
-PATHS = (CPU_KERNELS, REFERENCE, TRITON)
-REQUESTS = ("auto", "reference")
-
-
-def select_attention_path(device_type: str, requested: str, cpu_kernels_available: bool) -> str:
-    """``"cpu_kernels"``, ``"reference"`` or ``"triton"`` for a device and a request.
-
-    ``cpu_kernels_available``: vLLM's CPU ops are loaded *and* serve the layer's
-    dtype, block size and head size.
-    """
-    if requested not in REQUESTS:
-        raise ValueError(f"template attention must be one of {REQUESTS}, got {requested!r}")
-    if requested == "reference":
-        return REFERENCE
-    if device_type == "cpu":
-        return CPU_KERNELS if cpu_kernels_available else REFERENCE
-    if device_type == "cuda":
-        return TRITON
-    return REFERENCE
+REFERENCE: AttentionKernels = ReferenceAttentionKernels()
 
 
 @functools.cache
-def resolve_attention_path(
+def resolve_attention_kernels(
     device_type: str, requested: str, dtype: torch.dtype, block_size: int, head_size: int
-) -> str:
-    """:func:`select_attention_path` with the CPU-kernel checks done; logs the choice once."""
-    reason = ""
-    usable = False
-    if device_type == "cpu" and requested == "auto":
-        usable, reason = cpu_kernels.available()
-        if usable:
-            problem = cpu_kernels.config_problem(dtype, block_size, head_size)
-            usable, reason = problem is None, problem or reason
-    path = select_attention_path(device_type, requested, usable)
-    if device_type == "cpu" and requested == "auto" and path == REFERENCE:
-        logger.warning(
-            "TEMPLATE_ATTN: vLLM's CPU attention kernels cannot be used (%s); running the "
-            "plain-torch reference, which is much slower",
-            reason,
+) -> AttentionKernels:
+    """The kernels for a layer's cache on ``device_type``; logs the choice once."""
+    if requested not in ATTENTION_REQUESTS:
+        raise ValueError(
+            f"template attention must be one of {ATTENTION_REQUESTS}, got {requested!r}"
         )
-    elif path == REFERENCE and requested == "auto":
-        logger.warning(
-            "TEMPLATE_ATTN: no attention kernels for device type %r; running the plain-torch "
-            "reference",
-            device_type,
-        )
+    kernels = REFERENCE
+    if requested == "auto":
+        device = device_for(device_type)
+        usable, why = device.kernels_status() if device is not None else (False, "")
+        device_kernels = device.attention() if device is not None and usable else None
+        if device_kernels is not None:
+            problem = device_kernels.config_problem(dtype, block_size, head_size)
+        elif device is not None and not usable:
+            problem = why
+        else:
+            problem = f"no attention kernels for device type {device_type!r}"
+        if device_kernels is not None and problem is None:
+            kernels = device_kernels
+        else:
+            logger.warning(
+                "TEMPLATE_ATTN: the device's attention kernels cannot be used (%s); running "
+                "the plain-torch reference, which is much slower",
+                problem,
+            )
     logger.info(
         "TEMPLATE_ATTN path %s (device %s, attention=%s, dtype %s, block_size %d, head_size %d)",
-        path,
+        kernels.name,
         device_type,
         requested,
         str(dtype).removeprefix("torch."),
         block_size,
         head_size,
     )
-    return path
+    return kernels

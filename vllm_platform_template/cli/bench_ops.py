@@ -115,7 +115,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
     kernels = None
     if args.device == "cpu":
-        from vllm_platform_template.kernels import vllm_cpu_build
+        from vllm_platform_template.devices.cpu import vllm_cpu_build
 
         kernels = vllm_cpu_build.describe(vllm_cpu_build.load_cpu_kernels())
 

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vllm_platform_template.settings import COMPILE_STAGES, KERNEL_ROADS
+
 # The tiny model is trained on Pride and Prejudice (embedded_model/text/).
 DEFAULT_PROMPTS = (
     "It is a truth universally acknowledged,",
@@ -47,8 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--logprobs", type=int, default=0, help="report the top-K logprobs of each generated token"
     )
     parser.add_argument("--enforce-eager", action="store_true", help="no compilation, no graphs")
+    parser.add_argument("--compile-stage", choices=COMPILE_STAGES, help="template compiler stage")
     parser.add_argument(
-        "--compile-stage", choices=("graph", "fusion_only"), help="template compiler stage"
+        "--kernel-road",
+        choices=KERNEL_ROADS,
+        help="how RMSNorm reaches the device kernels: vLLM IR providers (ir) or the "
+        "CustomOp forward_oot (custom_op, the road after vLLM drops IR)",
     )
     parser.add_argument(
         "--dtype", default="checkpoint", help="'checkpoint' (default) or a vLLM dtype"
@@ -92,8 +98,10 @@ def build_engine_kwargs(args: argparse.Namespace, model_dir: Path) -> dict[str, 
         "enforce_eager": args.enforce_eager,
         "seed": 0,
     }
-    if args.compile_stage is not None:
-        kwargs["additional_config"] = {"template": {"compile_stage": args.compile_stage}}
+    options = {"compile_stage": args.compile_stage, "kernel_road": args.kernel_road}
+    options = {k: v for k, v in options.items() if v is not None}
+    if options:
+        kwargs["additional_config"] = {"template": options}
     extra = json.loads(args.engine_args)
     if not isinstance(extra, dict):
         raise SystemExit("--engine-args must be a JSON object")

@@ -15,6 +15,8 @@ import json
 import os
 from typing import Any
 
+from vllm_platform_template.settings import DEVICE_PACKAGES
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="device to diagnose (default: $VLLM_TEMPLATE_DEVICE)")
@@ -61,7 +63,7 @@ def collect(device: str | None) -> dict[str, Any]:
             "VLLM_TARGET_DEVICE=cpu is set: vLLM skips every out-of-tree platform plugin"
         )
 
-    from vllm_platform_template.kernels import vllm_cpu_build
+    from vllm_platform_template.devices.cpu import vllm_cpu_build
 
     # Before vllm.kernels, whose import makes the selected platform load a build.
     build = vllm_cpu_build.load_cpu_kernels()
@@ -77,6 +79,7 @@ def collect(device: str | None) -> dict[str, Any]:
     from vllm.ir.op import IrOp
 
     import vllm_platform_template.ir_impls  # noqa: F401  (registers the providers)
+    from vllm_platform_template.device import device_for
     from vllm_platform_template.ir_impls import PROVIDER_STATUS
     from vllm_platform_template.platform_plugin import policy
 
@@ -92,14 +95,24 @@ def collect(device: str | None) -> dict[str, Any]:
             )
             providers[provider] = {"supported": impl.supported, "reason": reason}
         ops[name] = {"providers": providers}
-    diagnosed = selection.device if selection.device in policy.DEVICE_PROVIDER else "cpu"
+    diagnosed = selection.device if selection.device in DEVICE_PACKAGES else "cpu"
+    diagnosed_device = device_for(diagnosed)
+    assert diagnosed_device is not None
     regimes = {
         "eager": (policy.MODE_NONE, "graph"),
         "compile graph stage": (policy.MODE_VLLM_COMPILE, "graph"),
         "compile fusion_only stage": (policy.MODE_VLLM_COMPILE, "fusion_only"),
     }
     for regime, (mode, stage) in regimes.items():
-        for op_name, priority in policy.default_ir_op_priority(diagnosed, mode, stage).items():
+        priorities = policy.default_ir_op_priority(
+            diagnosed_device.ir_provider,
+            diagnosed_device.ir_ops,
+            diagnosed_device.native_under_inductor,
+            mode,
+            stage,
+            ops,
+        )
+        for op_name, priority in priorities.items():
             if op_name in ops:
                 providers = ops[op_name]["providers"]
                 effective = [p for p in priority if providers.get(p, {}).get("supported")]

@@ -7,9 +7,12 @@ pieces that a fusion-only run cached. The platform therefore writes
 :func:`compile_cache_key` into ``additional_config`` (which vLLM hashes), and
 the compiler's ``compute_hash`` returns it as well.
 
-The key covers the plugin version, the stage, and the source of every module
-that shapes compiled output (compiler, passes, kernels, IR providers, ops).
-It reads files instead of importing them, so the front end pays no import cost.
+It is the plugin's one compile fingerprint: the pass manager's ``uuid`` (the
+Inductor/AOTAutograd cache key part) uses it too. It covers the plugin
+version, the stage, and the source of every module that shapes compiled
+output (compiler, passes, kernels, IR providers, custom ops, platform policy,
+settings, patches). It reads files instead of importing them, so the front
+end pays no import cost.
 """
 
 from __future__ import annotations
@@ -18,18 +21,28 @@ import functools
 import hashlib
 from pathlib import Path
 
-import vllm_platform_template
+from vllm_platform_template.settings import COMPILE_KEY_CONFIG_KEY, PLUGIN_VERSION
 
-PACKAGE_DIR = Path(vllm_platform_template.__file__).parent
-KEY_SOURCES = ("compiler", "kernels", "ir_impls", "custom_ops", "platform_plugin")
-ADDITIONAL_CONFIG_KEY = "template_compile_key"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+KEY_SOURCES = (
+    "compiler",
+    "kernels",
+    "ir_impls",
+    "custom_ops",
+    "devices",
+    "platform_plugin",
+    "patches.py",
+    "settings.py",
+)
+ADDITIONAL_CONFIG_KEY = COMPILE_KEY_CONFIG_KEY
 
 
 @functools.cache
 def _sources_digest() -> str:
     digest = hashlib.sha256()
-    for sub in KEY_SOURCES:
-        for path in sorted((PACKAGE_DIR / sub).rglob("*.py")):
+    for source in KEY_SOURCES:
+        top = PACKAGE_DIR / source
+        for path in sorted(top.rglob("*.py")) if top.is_dir() else [top] * top.is_file():
             digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -37,5 +50,5 @@ def _sources_digest() -> str:
 
 def compile_cache_key(stage: str) -> str:
     """Hash of plugin version, compile stage and the sources that shape compiled code."""
-    parts = (vllm_platform_template.__version__, stage, _sources_digest())
+    parts = (PLUGIN_VERSION, stage, _sources_digest())
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]

@@ -42,12 +42,11 @@ from vllm.compilation.compiler_interface import (
 from vllm.config import VllmConfig
 from vllm.config.utils import Range
 
+from vllm_platform_template import patches
 from vllm_platform_template.compiler.cache_key import compile_cache_key
 from vllm_platform_template.compiler.stats import STATS
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.platform_plugin import patches
-from vllm_platform_template.platform_plugin.mixin import TEMPLATE_PASS_KEY
-from vllm_platform_template.platform_plugin.options import parse_options
+from vllm_platform_template.settings import TEMPLATE_PASS_KEY, parse_options
 
 logger = get_logger(__name__)
 

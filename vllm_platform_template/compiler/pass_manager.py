@@ -10,7 +10,8 @@ Order of a run (mirrors vLLM's ``PostGradPassManager`` so vLLM's own utility
 passes keep their contracts):
 
 1. ``NoOpEliminationPass`` (vLLM; if ``pass_config.eliminate_noops``)
-2. the template fusion passes of the stage (``policy.fusion_passes``)
+2. the template fusion passes of the stage (:data:`FUSION_PASSES`, each with
+   the ``stages`` it runs in)
 3. passes added with ``add`` (user passes, fault injection in tests)
 4. ``PostCleanupPass``, ``VllmIRLoweringPass`` (IR ops -> providers by
    priority, decided per piece and compile range), ``UnsafeCloneEliminationPass``,
@@ -23,10 +24,7 @@ here is what lets the fusion-only stage lower IR ops without Inductor.
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 from collections import Counter
-from typing import Any
 
 from torch import fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
@@ -37,35 +35,22 @@ from vllm.compilation.passes.utility.noop_elimination import NoOpEliminationPass
 from vllm.compilation.passes.utility.post_cleanup import PostCleanupPass
 from vllm.config import VllmConfig, set_current_vllm_config
 
-import vllm_platform_template
+from vllm_platform_template.compiler.cache_key import compile_cache_key
 from vllm_platform_template.compiler.passes.add_rms_norm import AddRMSNormFusionPass
 from vllm_platform_template.compiler.passes.defunctionalize import DefunctionalizePass
 from vllm_platform_template.compiler.passes.silu_and_mul import SiluAndMulFusionPass
-from vllm_platform_template.platform_plugin.options import parse_options
-from vllm_platform_template.platform_plugin.policy import fusion_passes
+from vllm_platform_template.settings import parse_options
 
-FUSION_PASS_CLASSES: dict[str, type] = {
-    "add_rms_norm": AddRMSNormFusionPass,
-    "silu_and_mul": SiluAndMulFusionPass,
-}
-
-
-def _source_hash(*objects: Any) -> str:
-    digest = hashlib.sha256()
-    for obj in objects:
-        digest.update(inspect.getsource(obj).encode())
-    return digest.hexdigest()[:16]
+# The template's fusion passes, in the order they run; each declares its stages.
+FUSION_PASSES: tuple[type[AddRMSNormFusionPass] | type[SiluAndMulFusionPass], ...] = (
+    AddRMSNormFusionPass,
+    SiluAndMulFusionPass,
+)
 
 
-def passes_fingerprint(stage: str) -> str:
-    """Plugin version, stage, pass list and pass sources: what changes compiled output."""
-    names = fusion_passes(stage)
-    classes = [FUSION_PASS_CLASSES[name] for name in names]
-    import vllm_platform_template.compiler.pass_manager as this_module
-
-    parts = [vllm_platform_template.__version__, stage, ",".join(names)]
-    parts.append(_source_hash(this_module, *[inspect.getmodule(c) for c in classes]))
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+def fusion_passes(stage: str) -> tuple[str, ...]:
+    """Names of the template fusion passes that run in ``stage``, in order."""
+    return tuple(p.name for p in FUSION_PASSES if stage in p.stages)
 
 
 class TemplatePassManager(CustomGraphPass):
@@ -85,7 +70,7 @@ class TemplatePassManager(CustomGraphPass):
             self.noop_elimination = (
                 NoOpEliminationPass(config) if self.pass_config.eliminate_noops else None
             )
-            self.passes = [FUSION_PASS_CLASSES[name](config) for name in fusion_passes(self.stage)]
+            self.passes = [p(config) for p in FUSION_PASSES if self.stage in p.stages]
             self.post_cleanup = PostCleanupPass(config)
             self.ir_lowering = VllmIRLoweringPass(config)
             self.clone_elimination = UnsafeCloneEliminationPass(config)
@@ -116,7 +101,7 @@ class TemplatePassManager(CustomGraphPass):
         """Inductor/AOTAutograd cache key part: stage, passes and their sources,
         IR priorities and provider sources, pass config and compile range."""
         state = {
-            "fingerprint": passes_fingerprint(self.stage),
+            "fingerprint": compile_cache_key(self.stage),
             "pass_config": self.pass_config.compute_hash(),
             "user_passes": [p.uuid() for p in self.user_passes],
             "ir_lowering": self.ir_lowering.uuid(),

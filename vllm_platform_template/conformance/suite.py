@@ -24,7 +24,9 @@ from vllm_platform_template.conformance.cases import (
     make_args,
     unsupported_variants,
 )
+from vllm_platform_template.device import device_for
 from vllm_platform_template.ir_impls import PROVIDER_STATUS
+from vllm_platform_template.settings import DEVICE_PACKAGES
 
 
 def _providers() -> list[str]:
@@ -54,10 +56,11 @@ def test_kit_found_providers() -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def _load_platform_kernels() -> None:
-    """Load the kernels a CPU worker would have (vLLM's ISA build of ``torch.ops._C``)."""
-    from vllm_platform_template.kernels import vllm_cpu_build
-
-    vllm_cpu_build.load_cpu_kernels()
+    """Load the kernel libraries a worker would have (e.g. vLLM's CPU build for this ISA)."""
+    for device_type in DEVICE_PACKAGES:
+        device = device_for(device_type)
+        if device is not None and device.kernels_status()[0]:
+            device.load_libraries()
 
 
 def _setup(case: Case, provider: str) -> tuple[IrOp, tuple[Any, ...]]:

@@ -1,7 +1,8 @@
 """Eager custom ops: ``CustomOp.register_oot`` replacements of vLLM layers.
 
-vLLM hook: ``CustomOp.register_oot``. For layers that are not vLLM IR ops yet,
-a platform substitutes its own subclass of the in-tree layer; vLLM then
+vLLM hook: ``CustomOp.register_oot``. A platform substitutes its own subclass
+of an in-tree layer (``SiluAndMul``, ``RotaryEmbedding``, and ``RMSNorm``, whose
+vLLM IR road ends in vLLM 0.34: ``layernorm.py``); vLLM then
 instantiates the subclass wherever a model builds the layer, and when the op is
 enabled (``custom_ops`` contains ``all``, the template's default in eager mode)
 calls its ``forward_oot`` - which calls the device kernels.
@@ -21,4 +22,8 @@ def register_custom_ops() -> None:
     if _registered:
         return
     _registered = True
-    from vllm_platform_template.custom_ops import activation, rotary_embedding  # noqa: F401
+    from vllm_platform_template.custom_ops import (  # noqa: F401
+        activation,
+        layernorm,
+        rotary_embedding,
+    )

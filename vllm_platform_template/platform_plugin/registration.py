@@ -23,7 +23,7 @@ def register_all(device: str) -> None:
     _registered.add(device)
     from vllm_platform_template.attention.registration import register_attention_backend
     from vllm_platform_template.custom_ops import register_custom_ops
-    from vllm_platform_template.platform_plugin.patches import apply_patches
+    from vllm_platform_template.patches import apply_patches
 
     applied = apply_patches(device)
     register_custom_ops()

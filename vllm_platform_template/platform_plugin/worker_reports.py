@@ -11,7 +11,7 @@ from typing import Any
 
 from vllm.config import CompilationMode
 
-from vllm_platform_template.platform_plugin.options import parse_options
+from vllm_platform_template.settings import parse_options
 
 
 class TemplateWorkerReports:

@@ -67,6 +67,9 @@ class AddRMSNormPattern(VllmPatternReplacement):
 class AddRMSNormFusionPass(VllmFusionPatternMatcherPass):
     """``add`` + ``rms_norm`` -> ``fused_add_rms_norm`` (one read of the residual stream)."""
 
+    name = "add_rms_norm"
+    stages = ("fusion_only", "graph")
+
     def __init__(self, config: VllmConfig) -> None:
         super().__init__(config, "template_add_rms_norm_fusion")
         for epsilon, residual_first in product(EPSILONS, (True, False)):

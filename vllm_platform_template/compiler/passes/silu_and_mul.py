@@ -13,7 +13,7 @@ tensors, swapped halves or other activations are left alone.
 
 It runs in the fusion-only stage, whose graphs keep ``aten.silu`` whole. The
 graph stage leaves the pattern to Inductor, which generates one fused loop for
-it (see ``policy.fusion_passes``).
+it (``SiluAndMulFusionPass.stages``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from torch import fx
 from vllm.compilation.passes.vllm_inductor_pass import VllmInductorPass
 from vllm.config import VllmConfig
 
-import vllm_platform_template.kernels.ops  # noqa: F401  (registers torch.ops.template)
+import vllm_platform_template.compiler.ops  # noqa: F401  (registers torch.ops.template)
 
 aten = torch.ops.aten
 
@@ -71,6 +71,12 @@ def match_silu_and_mul(mul: fx.Node) -> fx.Node | None:
 
 class SiluAndMulFusionPass(VllmInductorPass):
     """``silu(x[..., :d]) * x[..., d:]`` -> ``template.silu_and_mul(x)``."""
+
+    name = "silu_and_mul"
+    # Only without code generation: under Inductor the three ops already become one
+    # generated loop, and an opaque kernel call would keep Inductor from fusing it
+    # with its neighbours.
+    stages = ("fusion_only",)
 
     def __init__(self, config: VllmConfig) -> None:
         super().__init__(config)

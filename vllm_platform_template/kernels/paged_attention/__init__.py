@@ -6,6 +6,9 @@ per-layer cache vLLM allocates for ``KVCacheLayout.LBHNC`` is a tensor
 :func:`reference.split_kv_cache` into ``key_cache`` and ``value_cache`` views of
 ``[num_blocks, num_kv_heads, block_size, head_size]`` each. A token's slot is
 ``block_id * block_size + offset``; slot ``-1`` means "do not write" (padding).
+Every path's KV write keeps vLLM's slot contract (``_validation.check_slot_mapping``):
+``slot_mapping`` is contiguous int64 with one entry per token to write, at most
+the number of key rows; rows past it are padding and are not written.
 
 - ``reference``: the semantics in plain torch (causal, grouped-query heads, mixed
   prefill/decode batches, fp32 math). Reads and writes the *plain* interior
@@ -13,7 +16,7 @@ per-layer cache vLLM allocates for ``KVCacheLayout.LBHNC`` is a tensor
 - ``cpu``: vLLM's CPU attention kernels (``torch.ops._C``). They pick an
   instruction-set-specific interior layout (keys transposed or AMX-packed inside
   a block), so a cache written by them must only be read by them.
-- ``vllm_platform_template.kernels.triton.paged_attention``: the CUDA path
+- ``vllm_platform_template.devices.gpu.kernels.paged_attention``: the CUDA path
   (plain layout), imported lazily by the backend.
 
 Never mix paths on one cache: the backend chooses one path per engine.

@@ -26,6 +26,29 @@ def check_dim(op: str, name: str, t: torch.Tensor, ndim: int, shape_doc: str) ->
         raise ValueError(f"{op}: {name} must be {shape_doc}, got shape {tuple(t.shape)}")
 
 
+def check_slot_mapping(op: str, slot_mapping: torch.Tensor, num_tokens: int) -> int:
+    """The KV-write contract every attention path keeps; returns the tokens to write.
+
+    vLLM's (``reshape_and_cache_flash``): ``slot_mapping`` is a contiguous 1-D
+    int64 tensor with one slot per token to write, at most ``num_tokens`` (the
+    key rows, which may include padding rows that are not written); slot ``-1``
+    skips a token.
+    """
+    check_dtype(op, "slot_mapping", slot_mapping, (torch.int64,))
+    check_dim(op, "slot_mapping", slot_mapping, 1, "[num_tokens]")
+    if slot_mapping.shape[0] > 1 and slot_mapping.stride(0) != 1:
+        raise ValueError(
+            f"{op}: slot_mapping must be contiguous, got stride {slot_mapping.stride(0)}; "
+            "pass slot_mapping.contiguous()"
+        )
+    if slot_mapping.shape[0] > num_tokens:
+        raise ValueError(
+            f"{op}: slot_mapping has {slot_mapping.shape[0]} entries but key only "
+            f"{num_tokens} tokens; one slot per token (-1 = skip)"
+        )
+    return int(slot_mapping.shape[0])
+
+
 def check_kv_write(
     op: str,
     key: torch.Tensor,
@@ -34,7 +57,7 @@ def check_kv_write(
     value_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """Arguments of ``reshape_and_cache_``: shapes agree, slot_mapping is int64."""
+    """Arguments of ``reshape_and_cache_``: shapes agree, the slot contract holds."""
     check_dim(op, "key", key, 3, "[num_tokens, num_kv_heads, head_size]")
     check_dim(op, "key_cache", key_cache, 4, "[num_blocks, num_kv_heads, block_size, head_size]")
     if value.shape != key.shape:
@@ -49,13 +72,7 @@ def check_kv_write(
             f"{op}: key has (num_kv_heads, head_size) = {tuple(key.shape[1:])} but the cache "
             f"holds {(key_cache.shape[1], key_cache.shape[3])}"
         )
-    check_dtype(op, "slot_mapping", slot_mapping, (torch.int64,))
-    check_dim(op, "slot_mapping", slot_mapping, 1, "[num_tokens]")
-    if slot_mapping.shape[0] > key.shape[0]:
-        raise ValueError(
-            f"{op}: slot_mapping has {slot_mapping.shape[0]} entries but key only "
-            f"{key.shape[0]} tokens; one slot per token (-1 = skip)"
-        )
+    check_slot_mapping(op, slot_mapping, key.shape[0])
     check_dtype(op, "key", key, FLOAT_DTYPES)
     check_dtype(op, "key_cache", key_cache, FLOAT_DTYPES)
 

@@ -23,6 +23,8 @@ not the layout vLLM's CPU kernels use inside a block; see the package docstring.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from vllm_platform_template.kernels.paged_attention._validation import (
@@ -146,3 +148,47 @@ def paged_attention(
         out = out.reshape(num_heads, q_len, head_size).transpose(0, 1)
         output[q_start:q_end] = out.to(output.dtype)
     return output
+
+
+class ReferenceAttentionKernels:
+    """The reference as ``AttentionKernels`` (``device.AttentionKernels``): runs on any
+    device, any head size; ``TEMPLATE_ATTN`` falls back to it where a device has no
+    kernels, and ``attention="reference"`` selects it."""
+
+    name = "reference"
+    head_sizes: tuple[int, ...] = ()  # any
+
+    def config_problem(self, dtype: torch.dtype, block_size: int, head_size: int) -> str | None:
+        return None
+
+    def prepare(self, **batch: Any) -> None:
+        return None
+
+    def write_kv(
+        self,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping)
+
+    def attend(
+        self,
+        query: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        output: torch.Tensor,
+        *,
+        block_table: torch.Tensor,
+        seq_lens: torch.Tensor,
+        query_start_loc: torch.Tensor,
+        scale: float,
+        max_query_len: int,
+        max_seq_len: int,
+        prepared: Any,
+    ) -> None:
+        paged_attention(
+            query, key_cache, value_cache, output, block_table, seq_lens, query_start_loc, scale
+        )

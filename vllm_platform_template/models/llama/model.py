@@ -61,7 +61,7 @@ class FusedLlamaAttention(LlamaAttention):
                 self.rotary_emb.is_neox_style,
                 kv_cache,
                 slot_mapping,
-                impl.kv_cache_path(kv_cache),
+                impl.kernels_for(kv_cache),
             )
             impl.forward(
                 cast(AttentionLayer, layer),

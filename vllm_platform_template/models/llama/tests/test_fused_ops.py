@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from vllm_platform_template.kernels import vllm_cpu_build
-from vllm_platform_template.kernels.paged_attention import cpu as cpu_attention
+from vllm_platform_template.devices.cpu import attention_kernels as cpu_attention
+from vllm_platform_template.devices.cpu import vllm_cpu_build
 from vllm_platform_template.kernels.paged_attention import reference as attention_reference
 from vllm_platform_template.models.llama.kernels import fused_ops, reference
 
@@ -71,8 +71,13 @@ def test_rope_and_cache(dtype: torch.dtype, path: str) -> None:
         positions, q.clone(), k.clone(), v, head, cos_sin, True, kv_cache.clone(), slots
     )
     q_out, k_out = q.clone(), k.clone()
+    attention = (
+        attention_reference.ReferenceAttentionKernels()
+        if path == "reference"
+        else cpu_attention.CpuAttentionKernels()
+    )
     fused_ops.rope_and_cache_(
-        positions, q_out, k_out, v, head, cos_sin, True, kv_cache, slots, path
+        positions, q_out, k_out, v, head, cos_sin, True, kv_cache, slots, attention
     )
     tol = _tolerance(dtype)
     torch.testing.assert_close(q_out, want_q, **tol)

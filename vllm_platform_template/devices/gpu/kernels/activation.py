@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from vllm_platform_template.kernels.triton import (
+from vllm_platform_template.devices.gpu.kernels import (
     check_dtype,
     check_last_dim_contiguous,
     check_launch_device,

@@ -1,4 +1,4 @@
-"""Kernels of the CPU reference backend.
+"""Kernels of the CPU reference backend (the CPU device's kernel table, ``__init__.py``).
 
 vLLM's CPU build ships vectorised C++ kernels (``torch.ops._C.rms_norm``,
 ``fused_add_rms_norm``, ``silu_and_mul``, ``rotary_embedding``) once a process
@@ -57,8 +57,15 @@ def vllm_cpu_op(name: str):
         return None
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> torch.Tensor:
+def rms_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
+) -> torch.Tensor:
     """RMSNorm over the last dimension (vLLM IR ``rms_norm`` without ``variance_size``)."""
+    if variance_size is not None:
+        raise ValueError("rms_norm: the CPU kernels do not take variance_size")
     check_rows("rms_norm", x, weight)
     op = vllm_cpu_op("rms_norm")
     if op is not None and c_kernel_layout(x):
@@ -73,9 +80,15 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> to
 
 
 def fused_add_rms_norm_(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """In place: ``residual += x``; ``x = rms_norm(residual) * weight``. Returns (x, residual)."""
+    if variance_size is not None:
+        raise ValueError("fused_add_rms_norm: the CPU kernels do not take variance_size")
     check_rows("fused_add_rms_norm", x, weight, residual)
     op = vllm_cpu_op("fused_add_rms_norm")
     if op is not None and c_kernel_layout(x, residual):
@@ -106,7 +119,9 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return F.silu(x[..., :d]) * x[..., d:]
 
 
-def gelu_and_mul_sparse(x: torch.Tensor, std_multiplier: float, approximate: str) -> torch.Tensor:
+def gelu_and_mul_sparse(
+    x: torch.Tensor, std_multiplier: float, approximate: str = "none"
+) -> torch.Tensor:
     """Gaussian-sparsified GELU and multiply; one reduction over the gate half.
 
     Same math as the native op, with the mean and standard deviation from one
@@ -132,3 +147,52 @@ def rotary_embedding_(
     if op is None:
         raise RuntimeError("vLLM's CPU rotary_embedding kernel is not loaded")
     op(positions, query, key, head_size, cos_sin_cache, is_neox_style)
+
+
+# --- which calls the kernels take (the kernel table's ``supports``) ------------------
+def _rows_ok(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
+    """Layouts vLLM's C++ row kernels take: contiguous rows, SIMD-aligned length.
+
+    The C++ row kernels read rows as contiguous memory: a strided input silently
+    gives wrong results there, so such calls go to the next provider.
+    """
+    return (
+        x.device.type == "cpu"
+        and x.dtype in _FLOAT_DTYPES
+        and x.dim() >= 1
+        and x.is_contiguous()
+        and x.shape[-1] > 0
+        and x.shape[-1] % ROW_ALIGNMENT == 0
+        and (weight is None or (weight.dtype == x.dtype and weight.shape == x.shape[-1:]))
+    )
+
+
+def rms_norm_supports(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
+) -> bool:
+    return variance_size is None and _rows_ok(x, weight)
+
+
+def fused_add_rms_norm_supports(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
+) -> bool:
+    return (
+        variance_size is None
+        and _rows_ok(x, weight)
+        and residual.shape == x.shape
+        and residual.dtype == x.dtype
+        and residual.is_contiguous()
+    )
+
+
+def gelu_and_mul_sparse_supports(
+    x: torch.Tensor, std_multiplier: float, approximate: str = "none"
+) -> bool:
+    return x.device.type == "cpu" and x.dtype in _FLOAT_DTYPES and x.shape[-1] % 2 == 0

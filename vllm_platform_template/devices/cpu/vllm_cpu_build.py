@@ -36,7 +36,9 @@ from pathlib import Path
 
 import torch
 
-ISA_ENV = "VLLM_TEMPLATE_CPU_ISA"
+from vllm_platform_template.settings import CPU_ISA_ENV
+
+ISA_ENV = CPU_ISA_ENV
 # x86 builds from the most to the least demanding: (ISA level, extension name).
 X86_BUILDS = (("avx512_bf16", "_C"), ("avx512", "_C_AVX512"), ("avx2", "_C_AVX2"))
 ISA_LEVELS = tuple(level for level, _ in X86_BUILDS)
@@ -175,7 +177,7 @@ def _block_other_builds(loaded: str) -> None:
     A second build would abort the process (or SIGILL on a CPU it does not fit);
     vLLM's ``CpuPlatform.import_kernels`` - which runs in-process wherever stock
     vLLM's platform is current, e.g. when ``vllm.kernels`` is imported - catches
-    ImportError and logs it. Registered in ``platform_plugin/patches.py``.
+    ImportError and logs it. Registered in ``vllm_platform_template/patches.py``.
     """
     for other in BUILD_NAMES:
         if other != loaded:
@@ -189,5 +191,5 @@ def describe(build: CpuKernelBuild) -> str:
     return f"{build.module} ({build.reason})"
 
 
-if __name__ == "__main__":  # python -m vllm_platform_template.kernels.vllm_cpu_build
+if __name__ == "__main__":  # python -m vllm_platform_template.devices.cpu.vllm_cpu_build
     print(describe(load_cpu_kernels()), file=sys.stdout)

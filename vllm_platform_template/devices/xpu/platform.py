@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from vllm.platforms.xpu import XPUPlatform
 
+from vllm_platform_template.devices.xpu.device import DEVICE
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
 
 STOCK_XPU_WORKER = "vllm.v1.worker.xpu_worker.XPUWorker"
-TEMPLATE_XPU_WORKER = "vllm_platform_template.platform_plugin.xpu_worker.TemplateXPUWorker"
+TEMPLATE_XPU_WORKER = "vllm_platform_template.devices.xpu.worker.TemplateXPUWorker"
 
 
 class TemplateXpuPlatform(TemplatePlatformMixin, XPUPlatform):
     """vLLM's XPU platform as an out-of-tree platform of the template."""
 
-    template_device = "xpu"
+    template_device = DEVICE
     stock_worker_cls = STOCK_XPU_WORKER
     template_worker_cls = TEMPLATE_XPU_WORKER

@@ -1,4 +1,14 @@
-"""Device views of pinned host memory (unified virtual addressing) with torch alone.
+"""CUDA tensor views that vLLM makes with compiled ops, made with torch alone.
+
+Two views, both built through ``__cuda_array_interface__`` (torch wraps any
+object describing device memory, no compiled code involved):
+
+- :func:`cuda_view_of_pinned`: a device view of pinned host memory (below);
+- :func:`non_owning_view`: an alias of a CUDA tensor's memory that does not
+  keep it alive - vLLM's ``weak_ref_tensor`` (``torch.ops._C.weak_ref_tensor``),
+  which CUDA graph wrappers use for the outputs a graph pool owns.
+
+Device views of pinned host memory (unified virtual addressing):
 
 vLLM's Model Runner V2 keeps its per-step input buffers in pinned host memory
 and hands kernels a device view of the same bytes (no copy), through
@@ -43,6 +53,37 @@ class _PinnedHostArray:
             "data": (cpu_tensor.data_ptr(), False),
             "version": 3,
         }
+
+
+class _DeviceArray:
+    """Describes device memory by address only; owns nothing."""
+
+    def __init__(self, tensor: torch.Tensor, typestr: str) -> None:
+        itemsize = tensor.element_size()
+        self.__cuda_array_interface__ = {
+            "shape": tuple(tensor.shape),
+            "strides": tuple(s * itemsize for s in tensor.stride()),
+            "typestr": typestr,
+            "data": (tensor.data_ptr(), False),
+            "version": 3,
+        }
+
+
+def non_owning_view(tensor: torch.Tensor) -> torch.Tensor:
+    """A tensor over ``tensor``'s CUDA memory that does not keep that memory alive.
+
+    The caller guarantees the memory outlives the view (a CUDA graph's pool
+    does: the graph writes its outputs there at every replay).
+    """
+    if tensor.device.type != "cuda":
+        raise ValueError(f"expected a CUDA tensor, got one on {tensor.device}")
+    if tensor.numel() == 0:
+        return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+    if tensor.dtype == torch.bfloat16:
+        return non_owning_view(tensor.view(torch.int16)).view(torch.bfloat16)
+    if tensor.dtype not in _TYPESTR:
+        raise ValueError(f"no non-owning view for dtype {tensor.dtype}")
+    return torch.as_tensor(_DeviceArray(tensor, _TYPESTR[tensor.dtype]), device=tensor.device)
 
 
 def cuda_view_of_pinned(cpu_tensor: torch.Tensor) -> torch.Tensor:

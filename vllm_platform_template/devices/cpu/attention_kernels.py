@@ -24,6 +24,7 @@ an unquantized (``"auto"``) KV cache.
 from __future__ import annotations
 
 import functools
+import os
 import platform
 
 import torch
@@ -227,3 +228,75 @@ def paged_attention(
         KV_CACHE_DTYPE,
     )
     return output
+
+
+class CpuAttentionKernels:
+    """vLLM's CPU attention kernels as the CPU device's ``AttentionKernels``."""
+
+    name = "cpu_kernels"
+    head_sizes: tuple[int, ...] = SUPPORTED_HEAD_SIZES
+
+    def config_problem(self, dtype: torch.dtype, block_size: int, head_size: int) -> str | None:
+        usable, reason = available()
+        return config_problem(dtype, block_size, head_size) if usable else reason
+
+    def prepare(
+        self,
+        *,
+        num_heads: int,
+        num_kv_heads: int,
+        head_size: int,
+        dtype: torch.dtype,
+        block_size: int,
+        seq_lens: torch.Tensor,
+        query_start_loc: torch.Tensor,
+    ) -> torch.Tensor:
+        """The step's scheduler metadata (vLLM's ``VLLM_CPU_ATTN_SPLIT_KV``, default on)."""
+        return scheduler_metadata(
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+            head_size=head_size,
+            dtype=dtype,
+            seq_lens=seq_lens,
+            query_start_loc=query_start_loc,
+            isa=isa_for(dtype, block_size, head_size),
+            enable_kv_split=bool(int(os.environ.get("VLLM_CPU_ATTN_SPLIT_KV", "1"))),
+        )
+
+    def write_kv(
+        self,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        isa = isa_for(key_cache.dtype, key_cache.shape[2], key_cache.shape[3])
+        reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping, isa)
+
+    def attend(
+        self,
+        query: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        output: torch.Tensor,
+        *,
+        block_table: torch.Tensor,
+        seq_lens: torch.Tensor,
+        query_start_loc: torch.Tensor,
+        scale: float,
+        max_query_len: int,
+        max_seq_len: int,
+        prepared: torch.Tensor,
+    ) -> None:
+        paged_attention(
+            query,
+            key_cache,
+            value_cache,
+            output,
+            block_table,
+            seq_lens,
+            query_start_loc,
+            scale,
+            prepared,
+        )

@@ -44,13 +44,14 @@ import torch
 import triton
 import triton.language as tl
 
-from vllm_platform_template.kernels.triton import (
+from vllm_platform_template.devices.gpu.kernels import (
     check_dtype,
     check_last_dim_contiguous,
     check_launch_device,
     is_interpreted,
     next_power_of_2,
 )
+from vllm_platform_template.kernels.paged_attention._validation import check_slot_mapping
 
 __all__ = [
     "AttentionLaunchConfig",
@@ -623,11 +624,13 @@ def reshape_and_cache_(
     value_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """Write ``key``/``value`` ``[T, Hkv, D]`` into the paged caches at ``slot_mapping[:T]``.
+    """Write ``key``/``value`` ``[T, Hkv, D]`` into the paged caches at ``slot_mapping``.
 
     Caches: ``[num_blocks, Hkv, block_size, D]`` (strided views are fine), same
-    dtype as ``key``. ``slot_mapping``: int64 (or int32) ``[>= T]``; slots
-    outside ``[0, num_blocks * block_size)`` (-1 for padding) are skipped.
+    dtype as ``key``. ``slot_mapping``: the KV-write contract of every path
+    (``check_slot_mapping``: contiguous int64, one slot per token written,
+    ``<= T``); slots outside ``[0, num_blocks * block_size)`` (-1 for padding)
+    are skipped.
     """
     op = "reshape_and_cache_"
     for name, t in (("key", key), ("value", value)):
@@ -649,11 +652,7 @@ def reshape_and_cache_(
             f"{op}: key_cache has shape {tuple(key_cache.shape)}; expected "
             f"[num_blocks, {num_kv_heads}, block_size, {head_size}] to match key"
         )
-    _check_index(op, "slot_mapping", slot_mapping, 1)
-    if slot_mapping.shape[0] < num_tokens:
-        raise ValueError(
-            f"{op}: slot_mapping has {slot_mapping.shape[0]} entries for {num_tokens} tokens"
-        )
+    num_tokens = check_slot_mapping(op, slot_mapping, num_tokens)
     check_launch_device(
         _reshape_and_cache_kernel, op, key, value, key_cache, value_cache, slot_mapping
     )

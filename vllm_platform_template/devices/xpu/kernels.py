@@ -49,13 +49,24 @@ def _ops() -> Any:
     return ipex.llm.functional
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, epsilon: float) -> torch.Tensor:
-    """IPEX fused RMSNorm (needs a weight)."""
+def rms_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
+) -> torch.Tensor:
+    """IPEX fused RMSNorm (needs a weight, no ``variance_size``: ``rms_norm_supports``)."""
+    if weight is None or variance_size is not None:
+        raise ValueError("rms_norm: IPEX needs a weight and takes no variance_size")
     return _ops().rms_norm(x, weight, epsilon)
 
 
 def fused_add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """IPEX fused residual add + RMSNorm; returns ``(out, x + residual)``, inputs untouched.
 
@@ -63,6 +74,49 @@ def fused_add_rms_norm(
     ``add_back=True``, overwrites its ``residual`` argument with ``x + residual``;
     so it is handed a copy of the residual, which becomes the second result.
     """
+    if weight is None or variance_size is not None:
+        raise ValueError("fused_add_rms_norm: IPEX needs a weight and takes no variance_size")
     summed = residual.clone()
     out = _ops().add_rms_norm(summed, x, weight, None, epsilon, True)
     return out, summed
+
+
+# --- which calls the kernels take (the kernel table's ``supports``) ------------------
+_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _rows_ok(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
+    """IPEX's row kernels: contiguous fp32/bf16 rows and a weight (they need one)."""
+    return (
+        x.device.type in ("cpu", "xpu")
+        and x.dtype in _DTYPES
+        and x.is_contiguous()
+        and weight is not None
+        and weight.dtype == x.dtype
+        and weight.shape == x.shape[-1:]
+    )
+
+
+def rms_norm_supports(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
+) -> bool:
+    return variance_size is None and _rows_ok(x, weight)
+
+
+def fused_add_rms_norm_supports(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
+) -> bool:
+    return (
+        variance_size is None
+        and _rows_ok(x, weight)
+        and residual.shape == x.shape
+        and residual.dtype == x.dtype
+        and residual.is_contiguous()
+    )

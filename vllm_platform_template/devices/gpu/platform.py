@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import torch
 from vllm.platforms.interface import DeviceCapability, Platform
 
+from vllm_platform_template.devices.gpu.device import DEVICE
 from vllm_platform_template.log import get_logger
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
 
@@ -45,8 +46,8 @@ if TYPE_CHECKING:
 logger = get_logger(__name__)
 
 STOCK_GPU_WORKER = "vllm.v1.worker.gpu_worker.Worker"
-TEMPLATE_GPU_WORKER = "vllm_platform_template.platform_plugin.gpu_worker.TemplateGPUWorker"
-GPU_COMMUNICATOR = "vllm_platform_template.platform_plugin.gpu_communicator.TemplateGpuCommunicator"
+TEMPLATE_GPU_WORKER = "vllm_platform_template.devices.gpu.worker.TemplateGPUWorker"
+GPU_COMMUNICATOR = "vllm_platform_template.devices.gpu.communicator.TemplateGpuCommunicator"
 # The paged KV cache's block size when the user sets none (the Triton paged-attention
 # kernel's tile; vLLM's CUDA default too).
 DEFAULT_BLOCK_SIZE = 16
@@ -57,7 +58,7 @@ BF16_MIN_CAPABILITY = 80
 class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
     """An out-of-tree platform for NVIDIA GPUs built on ``Platform`` alone."""
 
-    template_device = "cuda"
+    template_device = DEVICE
     stock_worker_cls = STOCK_GPU_WORKER
     template_worker_cls = TEMPLATE_GPU_WORKER
 
@@ -127,12 +128,7 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
     @classmethod
     def import_kernels(cls) -> None:
         """The template's Triton kernels, in place of vLLM's compiled ``vllm._C``."""
-        from vllm_platform_template.kernels.triton import (  # noqa: F401
-            activation,
-            layernorm,
-            paged_attention,
-            rotary,
-        )
+        DEVICE.load_libraries()
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:

@@ -15,7 +15,8 @@ from vllm.config import VllmConfig
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from vllm_platform_template.platform_plugin import cpu_fast_paths, patches
+from vllm_platform_template import patches
+from vllm_platform_template.devices.cpu import fast_paths as cpu_fast_paths
 from vllm_platform_template.platform_plugin.worker_reports import TemplateWorkerReports
 
 
@@ -53,7 +54,7 @@ class TemplateCPUWorker(TemplateWorkerReports, CPUWorker):
         # CPUWorker's own compile/warm-up pass; _capture_cudagraphs warms each
         # size up before capturing it, as the GPU model runner does.
         if not self.model_config.enforce_eager:
-            from vllm_platform_template.graph_wrapper.capture import capture_piecewise_graphs
+            from vllm_platform_template.devices.cpu.graph_capture import capture_piecewise_graphs
 
             capture_piecewise_graphs(self.model_runner)
         return super().compile_or_warm_up_model()

@@ -11,8 +11,8 @@ exists, the upstream reference and when to remove it. Two kinds:
   instance; the function that does it lives here and the listed caller calls it.
 
 This module imports nothing from the plugin but its logger (and, inside a patch,
-kernel-layer code), so the compiler and
-the graph wrapper may call it without importing the platform layer.
+kernel-layer code), so the compiler and the graph wrapper call it without
+importing the platform layer.
 """
 
 from __future__ import annotations
@@ -76,12 +76,12 @@ _UVA_VIEW_USERS = (
 
 
 def _uva_device_view() -> None:
-    """Give vLLM's pinned-memory device views to the template GPU platform."""
+    """Give vLLM's pinned-memory device views to template devices that have them."""
     import importlib
 
     import vllm.utils.torch_utils as torch_utils
 
-    from vllm_platform_template.kernels.cuda_uva import cuda_view_of_pinned
+    from vllm_platform_template.device import device_for
 
     original = torch_utils.get_accelerator_view_from_cpu_tensor
     if getattr(original, "__template_patched__", False):
@@ -91,8 +91,10 @@ def _uva_device_view() -> None:
     def get_accelerator_view_from_cpu_tensor(cpu_tensor):
         from vllm.platforms import current_platform
 
-        if current_platform.is_out_of_tree() and current_platform.device_type == "cuda":
-            return cuda_view_of_pinned(cpu_tensor)
+        device = device_for(current_platform.device_type)
+        view = device.pinned_device_view if device is not None else None
+        if current_platform.is_out_of_tree() and view is not None:
+            return view(cpu_tensor)
         return original(cpu_tensor)
 
     get_accelerator_view_from_cpu_tensor.__template_patched__ = True  # type: ignore[attr-defined]
@@ -204,13 +206,13 @@ PATCHES: tuple[Patch, ...] = (
             "importing vllm._C on an AVX2-only CPU is SIGILL; the loader sets "
             "sys.modules['vllm.<other build>'] = None so such an import raises ImportError, "
             "which CpuPlatform.import_kernels catches and logs. The code is in "
-            "kernels/vllm_cpu_build.py (the kernels layer cannot import this module)"
+            "devices/cpu/vllm_cpu_build.py (kernel-layer code: it cannot import this module)"
         ),
         upstream="vllm/platforms/cpu.py::CpuPlatform.import_kernels (0.32.0)",
         remove_when="vLLM lets the platform choose the kernel build (or checks what is loaded)",
         devices=("cpu",),
         scope="call",
-        caller="kernels/vllm_cpu_build.py::load_cpu_kernels",
+        caller="devices/cpu/vllm_cpu_build.py::load_cpu_kernels",
     ),
     Patch(
         name="engine_core_accelerator_cleanup",
@@ -240,7 +242,8 @@ PATCHES: tuple[Patch, ...] = (
             "which serves CUDA/ROCm (vllm._C) and XPU and raises for every out-of-tree "
             "platform ('currently not supported in: cuda'), though the platform says pinned "
             "memory, hence UVA, is available. The template GPU platform answers with "
-            "kernels/cuda_uva.py (a zero-copy CUDA view of the pinned tensor, torch only)."
+            "TemplateDevice.pinned_device_view (GPU: devices/gpu/cuda_views.py, a zero-copy "
+            "CUDA view of the pinned tensor, torch only)."
         ),
         upstream=(
             "vLLM 0.32.0 vllm/utils/torch_utils.py::get_accelerator_view_from_cpu_tensor "
@@ -300,7 +303,7 @@ PATCHES: tuple[Patch, ...] = (
         remove_when="vLLM asks the platform (not is_cpu()) whether to use the CPU GEMM",
         devices=("cpu",),
         scope="call",
-        caller="platform_plugin/worker.py::TemplateCPUWorker.load_model",
+        caller="devices/cpu/worker.py::TemplateCPUWorker.load_model",
     ),
     Patch(
         name="cpu_sampler",
@@ -313,7 +316,7 @@ PATCHES: tuple[Patch, ...] = (
         remove_when="vLLM selects the sampler kernels through the platform",
         devices=("cpu",),
         scope="call",
-        caller="platform_plugin/worker.py::TemplateCPUWorker.init_device",
+        caller="devices/cpu/worker.py::TemplateCPUWorker.init_device",
     ),
 )
 

@@ -31,12 +31,13 @@ import torch
 import triton
 import triton.language as tl
 
-from vllm_platform_template.kernels.triton import (
+from vllm_platform_template.devices.gpu.kernels import (
     check_dtype,
     check_last_dim_contiguous,
     check_launch_device,
     next_power_of_2,
 )
+from vllm_platform_template.kernels.paged_attention._validation import check_slot_mapping
 
 __all__ = ["rotary_embedding_", "rotary_embedding_and_cache_"]
 
@@ -101,6 +102,7 @@ def _rotary_kernel(
     vc_head_stride,
     vc_tok_stride,
     slot_ptr,
+    num_writes,
     block_size,
     num_slots,
     IS_NEOX: tl.constexpr,
@@ -159,7 +161,9 @@ def _rotary_kernel(
         )
         if WRITE_CACHE:
             heads = head0 + tl.arange(0, BLOCK_H)
-            slot = tl.load(slot_ptr + tok + 0 * heads).to(tl.int64)  # one slot, per head
+            # One slot per written token (tokens from num_writes on are padding).
+            writes = (tok + 0 * heads) < num_writes
+            slot = tl.load(slot_ptr + tok + 0 * heads, mask=writes, other=-1).to(tl.int64)
             head_ok = (heads < num_kv_heads) & (slot >= 0) & (slot < num_slots)
             slot = tl.where(head_ok, slot, 0)
             blk = slot // block_size
@@ -266,10 +270,11 @@ def _launch(
         v3, key_cache, value_cache, slots = cache
         kc_strides, vc_strides = key_cache.stride()[:3], value_cache.stride()[:3]
         block_size, num_slots = key_cache.shape[2], key_cache.shape[0] * key_cache.shape[2]
+        num_writes = slots.shape[0]
     else:  # never dereferenced: WRITE_CACHE is off
         v3, key_cache, value_cache, slots = q3, q3, q3, pos
         kc_strides = vc_strides = (0, 0, 0)
-        block_size, num_slots = 1, 0
+        block_size, num_slots, num_writes = 1, 0, 0
     _rotary_kernel[grid](
         pos,
         q3,
@@ -293,6 +298,7 @@ def _launch(
         *kc_strides,
         *vc_strides,
         slots,
+        num_writes,
         block_size,
         num_slots,
         IS_NEOX=bool(is_neox_style),
@@ -345,7 +351,10 @@ def rotary_embedding_and_cache_(
     ``[num_blocks, num_kv_heads, block_size, head_size]`` ("plain" layout, token
     ``t`` of a block at row ``t``; strided views such as the halves of the
     plugin's per-layer cache are fine), same dtype as ``key``. ``slot_mapping``:
-    ``[>= num_tokens]`` int64/int32; slots outside the cache (-1) are skipped.
+    the KV-write contract of every path (``check_slot_mapping``: contiguous
+    int64, one slot per token written, ``<= num_tokens``; every token is
+    rotated, tokens past ``len(slot_mapping)`` are not written); slots outside
+    the cache (-1) are skipped.
     Returns ``(query, key)``.
     """
     op = "rotary_embedding_and_cache_"
@@ -373,16 +382,7 @@ def rotary_embedding_and_cache_(
             f"{op}: key_cache {tuple(key_cache.shape)} and value_cache "
             f"{tuple(value_cache.shape)} differ in shape"
         )
-    check_dtype(op, "slot_mapping", slot_mapping, INDEX_DTYPES)
-    if (
-        slot_mapping.dim() != 1
-        or slot_mapping.shape[0] < num_tokens
-        or (slot_mapping.shape[0] > 1 and slot_mapping.stride(0) != 1)
-    ):
-        raise ValueError(
-            f"{op}: slot_mapping must be a contiguous 1-D tensor with at least {num_tokens} "
-            f"entries, got shape {tuple(slot_mapping.shape)} strides {slot_mapping.stride()}"
-        )
+    check_slot_mapping(op, slot_mapping, num_tokens)
     check_launch_device(
         _rotary_kernel,
         op,

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from vllm.platforms.cpu import CpuPlatform
 
+from vllm_platform_template.devices.cpu import policy as cpu_policy
+from vllm_platform_template.devices.cpu.device import DEVICE
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.platform_plugin import policy
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
 
 if TYPE_CHECKING:
@@ -22,13 +23,13 @@ if TYPE_CHECKING:
 logger = get_logger(__name__)
 
 STOCK_CPU_WORKER = "vllm.v1.worker.cpu_worker.CPUWorker"
-TEMPLATE_CPU_WORKER = "vllm_platform_template.platform_plugin.worker.TemplateCPUWorker"
+TEMPLATE_CPU_WORKER = "vllm_platform_template.devices.cpu.worker.TemplateCPUWorker"
 
 
 class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
     """vLLM's CPU platform as an out-of-tree platform of the template."""
 
-    template_device = "cpu"
+    template_device = DEVICE
     stock_worker_cls = STOCK_CPU_WORKER
     template_worker_cls = TEMPLATE_CPU_WORKER
     # device_name/device_type stay "cpu": vLLM builds torch.device(device_name)
@@ -39,14 +40,14 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
 
     @classmethod
     def import_kernels(cls) -> None:
-        """vLLM's CPU kernels through the template's loader (``kernels/vllm_cpu_build``).
+        """vLLM's CPU kernels through the template's loader (``vllm_cpu_build``).
 
         Same ISA dispatch as ``CpuPlatform.import_kernels``, plus
         ``VLLM_TEMPLATE_CPU_ISA``, so engine processes load the build the tests
         and tools load. vLLM calls this hook from ``vllm._custom_ops`` and
         ``vllm.kernels`` in every process.
         """
-        from vllm_platform_template.kernels import vllm_cpu_build
+        from vllm_platform_template.devices.cpu import vllm_cpu_build
 
         build = vllm_cpu_build.load_cpu_kernels()
         if build.loaded:
@@ -64,7 +65,7 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
     def _apply_device_defaults(cls, vllm_config: VllmConfig) -> None:
         scheduler = vllm_config.scheduler_config
         world_size = vllm_config.parallel_config.world_size
-        limits = policy.cpu_scheduler_defaults(
+        limits = cpu_policy.cpu_scheduler_defaults(
             scheduler.max_num_batched_tokens, scheduler.max_num_seqs, world_size
         )
         if limits is None:
@@ -86,5 +87,5 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
     @classmethod
     def _update_device_config(cls, vllm_config: VllmConfig) -> None:
         inductor = vllm_config.compilation_config.inductor_compile_config
-        for key in policy.CPU_UNSUPPORTED_INDUCTOR_KEYS:
+        for key in cpu_policy.CPU_UNSUPPORTED_INDUCTOR_KEYS:
             inductor.pop(key, None)

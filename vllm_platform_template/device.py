@@ -1,0 +1,219 @@
+"""The device API: what each device folder provides, and how the plugin finds it.
+
+Every backend lives in one folder, ``devices/<name>/``, whose package exports
+``DEVICE``, a :class:`TemplateDevice`: its kernel table, attention kernels,
+graph backend, IR provider name, graph and priority defaults, and its vLLM
+platform class. The compiler, graph wrapper, attention backend, IR and CustomOp
+glue and the fused model never branch on the device: they ask
+:func:`device_for` (by torch device type, e.g. ``x.device.type``) or
+:func:`platform_device` (the device of vLLM's current platform).
+
+The lookup goes by the package name in ``settings.DEVICE_PACKAGES``, as vLLM
+resolves its platforms and attention backends by qualified name: the layers
+below the platforms never import a device folder, and a device folder's
+``DEVICE`` imports only kernel-layer code (no vLLM, no platform), so the import
+graph stays one-way (``tests/unit/test_import_graph.py``). Adding a device is
+adding a folder and a line in ``settings.DEVICE_PACKAGES``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from vllm_platform_template.settings import DEVICE_PACKAGES
+
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+@dataclass(frozen=True)
+class KernelTable:
+    """A device's kernels, with vLLM's op semantics; every road to them calls these.
+
+    The three roads: vLLM IR providers (``ir_impls``, vLLM 0.32/0.33), the
+    layers' ``CustomOp.forward_oot`` (``custom_ops``, the road after vLLM
+    removes IR) and the fused model's direct calls (``models``). Each kernel
+    comes with ``supports(...)``, the argument check that decides whether it
+    takes a call (else the caller uses vLLM's native code); it never looks at
+    the batch size, so dispatch does not change with load.
+    """
+
+    rms_norm: Callable[..., torch.Tensor]
+    """``rms_norm(x, weight, epsilon, variance_size=None) -> out``."""
+    rms_norm_supports: Callable[..., bool]
+    fused_add_rms_norm: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    """``(x, residual, weight, epsilon, variance_size=None) -> (out, x + residual)``."""
+    fused_add_rms_norm_supports: Callable[..., bool]
+    gelu_and_mul_sparse: Callable[..., torch.Tensor] | None = None
+    """``gelu_and_mul_sparse(x, std_multiplier, approximate="none") -> out``."""
+    gelu_and_mul_sparse_supports: Callable[..., bool] | None = None
+    silu_and_mul: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """``silu(x[..., :d]) * x[..., d:]`` (None: the device has no such kernel)."""
+    rotary_embedding_: Callable[..., object] | None = None
+    """In place: ``(positions, query, key, head_size, cos_sin_cache, is_neox_style)``."""
+    rotary_ready: Callable[[], bool] = field(default=lambda: True)
+    """Whether ``rotary_embedding_`` can run in this process."""
+
+
+class AttentionKernels(Protocol):
+    """The paged-attention kernels ``TEMPLATE_ATTN`` runs on a device.
+
+    Cache layout and slot contract: ``kernels/paged_attention`` (a cache written
+    by one implementation is read only by the same one).
+    """
+
+    name: str
+    """Reported as the attention path."""
+    head_sizes: tuple[int, ...]
+
+    def config_problem(self, dtype: torch.dtype, block_size: int, head_size: int) -> str | None:
+        """Why these kernels cannot serve a layer in this process, or None."""
+        ...
+
+    def prepare(
+        self,
+        *,
+        num_heads: int,
+        num_kv_heads: int,
+        head_size: int,
+        dtype: torch.dtype,
+        block_size: int,
+        seq_lens: torch.Tensor,
+        query_start_loc: torch.Tensor,
+    ) -> Any:
+        """Per-step state shared by every layer of a step (built once by the builder)."""
+        ...
+
+    def write_kv(
+        self,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None: ...
+
+    def attend(
+        self,
+        query: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        output: torch.Tensor,
+        *,
+        block_table: torch.Tensor,
+        seq_lens: torch.Tensor,
+        query_start_loc: torch.Tensor,
+        scale: float,
+        max_query_len: int,
+        max_seq_len: int,
+        prepared: Any,
+    ) -> None: ...
+
+
+@dataclass
+class CapturedGraph:
+    """One recorded graph: the backend's handle and the static outputs."""
+
+    handle: Any
+    output: Any
+
+
+class GraphBackend(Protocol):
+    """How a device records a callable's kernels and replays them on the same memory."""
+
+    name: str
+
+    def capture(self, fn: Callable[[], Any]) -> CapturedGraph: ...
+
+    def replay(self, graph: CapturedGraph) -> None: ...
+
+    def weak_output(self, output: Any) -> Any:
+        """``output`` as the wrapper keeps it after capture: non-owning where the
+        backend's graph pool owns the memory (vLLM's ``weak_ref_output``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class TemplateDevice:
+    """Everything the plugin needs to know about one backend (``devices/<name>``)."""
+
+    name: str
+    """The folder name (``devices/<name>``)."""
+    torch_device_type: str
+    """Its tensors' device type, also the ``VLLM_TEMPLATE_DEVICE`` value selecting it."""
+    ir_provider: str
+    """The vLLM IR provider name its kernel table registers as."""
+    status: Callable[[], tuple[bool, str]]
+    """``(usable, reason)``: whether its kernels run on this machine (a library
+    loaded, a GPU present), checked without importing them."""
+    kernels: Callable[[], KernelTable]
+    """Loads the kernel table (imports the kernels on first use)."""
+    load_libraries: Callable[[], None]
+    """Loads the kernel libraries a worker needs (``Platform.import_kernels``); raises
+    nothing, a library that cannot load leaves its kernels' fallbacks in place."""
+    ir_ops: tuple[str, ...]
+    """The vLLM IR ops its kernel table implements (its IR provider's coverage)."""
+    fused_add_rms_norm_inplace: bool
+    """True: its ``fused_add_rms_norm`` writes ``out`` into ``x`` and the sum into
+    ``residual`` (vLLM IR's ``inplace`` implementations)."""
+    graph_backend: Callable[[Any], GraphBackend]
+    """``graph_backend(pool)``: the static-graph backend (``devices/<name>/graphs.py``)."""
+    attention: Callable[[], AttentionKernels | None] = field(default=lambda: None)
+    """Loads the attention kernels (None: the plain-torch reference only)."""
+    native_under_inductor: tuple[str, ...] = ()
+    """IR ops whose Inductor-generated code beats the device kernel in the graph stage."""
+    default_graph_mode: str | None = None
+    """``cudagraph_mode`` when the user sets none (None: vLLM's default)."""
+    max_capture_size: Callable[[int, int], int | None] = field(default=lambda seqs, q: None)
+    """``(max_num_seqs, decode_query_len) -> `` largest graph size (None: vLLM's)."""
+    uses_graph_pool: bool = False
+    """Its graphs allocate from the platform's global graph pool (``graph_pool_handle``)."""
+    piecewise_graphs_only: bool = True
+    """The device has no FULL graph path (vLLM's FULL wrapper is CUDA's)."""
+    pinned_device_view: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """A device view of pinned host memory (vLLM's UVA buffers), if the device has one."""
+
+    def kernels_status(self) -> tuple[bool, str]:
+        """:attr:`status`, computed once per process."""
+        return _kernels_status(self.status)
+
+
+@functools.cache
+def _kernels_status(status: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
+    return status()
+
+
+@functools.cache
+def device_for(torch_device_type: str) -> TemplateDevice | None:
+    """The template device whose tensors have ``torch_device_type``, or None."""
+    package = DEVICE_PACKAGES.get(torch_device_type)
+    if package is None:
+        return None
+    device = importlib.import_module(f"{package}.device").DEVICE
+    assert isinstance(device, TemplateDevice), package
+    return device
+
+
+def platform_device(platform: Any) -> TemplateDevice:
+    """The template device of a vLLM platform (``vllm.platforms.current_platform``)."""
+    device = device_for(platform.device_type)
+    if device is None:
+        raise RuntimeError(
+            f"the template plugin has no device for vLLM's platform "
+            f"{type(platform).__name__} (device type {platform.device_type!r})"
+        )
+    return device
+
+
+@functools.cache
+def kernel_table(torch_device_type: str) -> KernelTable | None:
+    """The kernels for tensors on ``torch_device_type`` if they can run here, else None."""
+    device = device_for(torch_device_type)
+    if device is None:
+        return None
+    return device.kernels() if device.kernels_status()[0] else None

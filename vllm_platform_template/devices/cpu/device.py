@@ -1,0 +1,65 @@
+"""The CPU device object: ``DEVICE``, what the rest of the plugin asks about this device.
+
+Read by ``vllm_platform_template.device.device_for``; imports no vLLM and no
+platform code (only this folder's kernels, loaded lazily).
+"""
+
+from __future__ import annotations
+
+from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
+from vllm_platform_template.devices.cpu import kernels
+from vllm_platform_template.devices.cpu.graphs import CpuGraphEmulation
+
+# The CPU emulation saves no launch time, so its default graph sizes stay few and
+# small (capture cost at start-up; coverage of vLLM's padding and dispatch).
+MAX_CAPTURE_SIZE = 16
+
+
+def kernel_table() -> KernelTable:
+    return KernelTable(
+        rms_norm=kernels.rms_norm,
+        rms_norm_supports=kernels.rms_norm_supports,
+        fused_add_rms_norm=kernels.fused_add_rms_norm_,
+        fused_add_rms_norm_supports=kernels.fused_add_rms_norm_supports,
+        gelu_and_mul_sparse=kernels.gelu_and_mul_sparse,
+        gelu_and_mul_sparse_supports=kernels.gelu_and_mul_sparse_supports,
+        silu_and_mul=kernels.silu_and_mul,
+        rotary_embedding_=kernels.rotary_embedding_,
+        rotary_ready=lambda: kernels.vllm_cpu_op("rotary_embedding") is not None,
+    )
+
+
+def load_libraries() -> None:
+    """vLLM's CPU build for this CPU's ISA (``vllm_cpu_build``; ``VLLM_TEMPLATE_CPU_ISA``)."""
+    from vllm_platform_template.devices.cpu import vllm_cpu_build
+
+    vllm_cpu_build.load_cpu_kernels()
+
+
+def attention_kernels() -> AttentionKernels:
+    from vllm_platform_template.devices.cpu.attention_kernels import CpuAttentionKernels
+
+    return CpuAttentionKernels()
+
+
+DEVICE = TemplateDevice(
+    name="cpu",
+    torch_device_type="cpu",
+    ir_provider="template_cpu",
+    # every machine has a CPU; the kernels fall back to torch where vLLM's are absent
+    status=lambda: (True, "vLLM's C++ CPU kernels when loaded in torch.ops._C, else torch"),
+    kernels=kernel_table,
+    load_libraries=load_libraries,
+    ir_ops=("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
+    fused_add_rms_norm_inplace=True,
+    graph_backend=lambda pool: CpuGraphEmulation(),
+    attention=attention_kernels,
+    # vLLM's C++ RMSNorm kernels beat Inductor's generated code at every measured
+    # shape; the sparse GELU reduction is faster fused by Inductor (docs/performance.md).
+    native_under_inductor=("gelu_and_mul_sparse",),
+    # The emulation costs a copy per piece and saves nothing: no graphs unless asked.
+    default_graph_mode="NONE",
+    max_capture_size=lambda max_num_seqs, decode_query_len: max(
+        1, min(MAX_CAPTURE_SIZE, 2 * max_num_seqs * decode_query_len)
+    ),
+)

@@ -1,0 +1,10 @@
+"""The XPU backend (reserved; unverified on hardware): vLLM's XPU platform with IPEX kernels.
+
+The folder: ``kernels.py`` (Intel Extension for PyTorch, optional; its IR
+provider ``template_ipex`` is also tested on CPU tensors in ``tox -e ipex``),
+``platform.py``, ``worker.py``, ``availability.py``. No XPU was available to
+this project: the config policy is unit-tested on CPU; nothing here has run on
+an XPU, and it has no attention kernels or graph backend of its own yet.
+
+``device.py`` is the device object (no vLLM import).
+"""

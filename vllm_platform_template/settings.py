@@ -1,0 +1,127 @@
+"""The plugin's settings and names: the one leaf module every layer may import.
+
+It imports nothing of the plugin, nor vLLM nor torch, so importing a setting
+never runs a version check or loads a kernel (as vllm-ascend's
+``ascend_config.py`` and vllm-metal's ``config.py``).
+
+What lives here:
+
+- the environment variables the plugin reads, and the vLLM release it is built for;
+- the plugin options, read from vLLM's ``VllmConfig.additional_config``
+  (``--additional-config``, the documented place for platform options; it is
+  part of vLLM's config hash, so every option here invalidates compile caches
+  when it changes):
+
+      --additional-config '{"template": {"compile_stage": "fusion_only"}}'
+
+- the names other modules meet each other by: qualnames vLLM resolves
+  (compiler, pass manager, graph wrapper, attention backend), the pass-manager
+  key, the attention backend's name and its kernel paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+PLUGIN_VERSION = "0.1.0"  # pyproject.toml's version (tests/unit/test_import_graph.py checks)
+
+# --- environment --------------------------------------------------------------
+DEVICE_ENV = "VLLM_TEMPLATE_DEVICE"
+ALLOW_UNSUPPORTED_VLLM_ENV = "VLLM_TEMPLATE_ALLOW_UNSUPPORTED_VLLM"
+CPU_ISA_ENV = "VLLM_TEMPLATE_CPU_ISA"
+SUPPORTED_VLLM_VERSION = "0.32.0"
+PLUGIN_NAME = "template"
+
+# --- devices: one folder each (device.py) -------------------------------------------
+PACKAGE = "vllm_platform_template"
+# torch device type (= the VLLM_TEMPLATE_DEVICE value) -> the device's folder
+DEVICE_PACKAGES = {
+    "cpu": f"{PACKAGE}.devices.cpu",
+    "cuda": f"{PACKAGE}.devices.gpu",
+    "xpu": f"{PACKAGE}.devices.xpu",
+}
+# the vLLM Platform class of each device, as vLLM's platform plugin entry point returns it
+PLATFORM_QUALNAMES = {
+    "cpu": f"{DEVICE_PACKAGES['cpu']}.platform.TemplateCpuPlatform",
+    "cuda": f"{DEVICE_PACKAGES['cuda']}.platform.TemplateGpuPlatform",
+    "xpu": f"{DEVICE_PACKAGES['xpu']}.platform.TemplateXpuPlatform",
+}
+
+# --- names vLLM resolves ----------------------------------------------------------
+COMPILER_QUALNAME = f"{PACKAGE}.compiler.TemplateCompiler"
+PASS_MANAGER_QUALNAME = f"{PACKAGE}.compiler.pass_manager.TemplatePassManager"
+GRAPH_WRAPPER_QUALNAME = f"{PACKAGE}.graph_wrapper.wrapper.TemplateGraphWrapper"
+ATTENTION_BACKEND_NAME = "TEMPLATE_ATTN"
+ATTENTION_BACKEND_QUALNAME = f"{PACKAGE}.attention.backend.TemplateAttentionBackend"
+# The pass manager travels to the compiler under its own key, not Inductor's
+# "post_grad_custom_post_pass", so that the template compiler decides per stage
+# where it runs: fusion_only runs it itself (AOTAutograd's inner compile), graph
+# installs it as Inductor's post-grad pass (compiler/compiler.py).
+TEMPLATE_PASS_KEY = "template_pass_manager"
+# additional_config entry holding the compile-cache key (compiler/cache_key.py).
+COMPILE_KEY_CONFIG_KEY = "template_compile_key"
+
+# --- plugin options -------------------------------------------------------------
+CONFIG_KEY = "template"
+COMPILE_STAGES = ("graph", "fusion_only")
+MODEL_IMPLS = ("vllm", "fused")
+ATTENTION_REQUESTS = ("auto", "reference")
+KERNEL_ROADS = ("ir", "custom_op")
+
+
+@dataclass(frozen=True)
+class TemplateOptions:
+    """Options under ``additional_config["template"]``."""
+
+    compile_stage: str = "graph"
+    """``graph``: fusion passes, then the device graph compiler (Inductor on the
+    reference backends). ``fusion_only``: fusion passes and IR lowering only,
+    the pieces run as FX graphs with no code generation."""
+    model_impl: str = "vllm"
+    """``vllm``: vLLM's own model classes. ``fused``: the plugin's device-specific
+    model code with hand-fused ops (the manual-fusion road)."""
+    graph_debug: bool = False
+    """Check input addresses at every graph replay (slow; for porting work)."""
+    attention: str = "auto"
+    """Kernels of the TEMPLATE_ATTN backend. ``auto``: the device's kernels (vLLM's
+    CPU attention kernels on the CPU when loaded, Triton on CUDA). ``reference``:
+    the plain-torch reference (slow; the spec the kernels are tested against)."""
+    kernel_road: str = "ir"
+    """How vLLM's layers reach the device kernels. ``ir``: RMSNorm and the fused
+    add-norm dispatch through vLLM IR providers (vLLM 0.32/0.33). ``custom_op``:
+    the layers' ``CustomOp.forward_oot`` calls the device kernels directly and
+    vLLM IR keeps only ``native`` (the road after vLLM removes IR, in 0.34)."""
+
+
+def parse_options(additional_config: Any) -> TemplateOptions:
+    """Validate ``additional_config["template"]``; raise ValueError saying what to fix."""
+    if not isinstance(additional_config, Mapping):
+        return TemplateOptions()
+    raw = additional_config.get(CONFIG_KEY, {})
+    if not isinstance(raw, Mapping):
+        raise ValueError(
+            f"additional_config[{CONFIG_KEY!r}] must be a JSON object, got {raw!r}; e.g. "
+            '--additional-config \'{"template": {"compile_stage": "fusion_only"}}\''
+        )
+    known = {f.name for f in fields(TemplateOptions)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown template option(s) {unknown} in additional_config; known: {sorted(known)}"
+        )
+    options = TemplateOptions(**raw)
+    choices = {
+        "compile_stage": COMPILE_STAGES,
+        "model_impl": MODEL_IMPLS,
+        "attention": ATTENTION_REQUESTS,
+        "kernel_road": KERNEL_ROADS,
+    }
+    for name, allowed in choices.items():
+        value = getattr(options, name)
+        if value not in allowed:
+            raise ValueError(f"template {name} must be one of {allowed}, got {value!r}")
+    if not isinstance(options.graph_debug, bool):
+        raise ValueError(f"template graph_debug must be true or false, got {options.graph_debug!r}")
+    return options
