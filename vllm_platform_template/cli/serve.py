@@ -27,7 +27,11 @@ def main(args: argparse.Namespace) -> int:
 
     select_device(os.environ.get(DEVICE_ENV) or "cpu")
     import vllm.entrypoints.cli.serve as serve
-    from vllm.entrypoints.serve.utils.api_utils import cli_env_setup
+
+    try:  # vLLM 0.33 moved it (docs/upstream-drift.md, "vLLM 0.33.0")
+        from vllm.entrypoints.common.startup import cli_env_setup
+    except ImportError:  # vLLM 0.32
+        from vllm.entrypoints.serve.utils.api_utils import cli_env_setup
     from vllm.logger import configure_logging_from_args
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 

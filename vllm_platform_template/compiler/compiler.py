@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import os
 import time
 from collections.abc import Callable
@@ -58,6 +59,18 @@ def _dynamic_shapes(compile_range: Range) -> Literal["from_example_inputs", "fro
     return "from_example_inputs" if compile_range.is_single_size() else "from_graph"
 
 
+def _standalone_adaptor() -> InductorStandaloneAdaptor:
+    """vLLM's Inductor adaptor, saving binary artifacts.
+
+    vLLM 0.33 added a required keyword ``use_aot_compile`` (vLLM passes True for
+    every model but its Transformers backend); 0.32 has none. Detected from the
+    signature, not the version string (docs/upstream-drift.md, "vLLM 0.33.0").
+    """
+    if "use_aot_compile" in inspect.signature(InductorStandaloneAdaptor).parameters:
+        return InductorStandaloneAdaptor("binary", use_aot_compile=True)  # type: ignore[call-arg]
+    return InductorStandaloneAdaptor("binary")
+
+
 def _piece_name(key: str | None, compile_range: Range) -> str:
     return key or f"piece(range={compile_range})"
 
@@ -70,7 +83,7 @@ class TemplateCompiler(CompilerInterface):
     def __init__(self) -> None:
         self.cache_dir: str | None = None
         self.disable_cache = False
-        self._inductor = InductorStandaloneAdaptor("binary")
+        self._inductor = _standalone_adaptor()
         self._warned: set[str] = set()
 
     # --- cache ------------------------------------------------------------

@@ -36,5 +36,15 @@ def _device_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return table.silu_and_mul(x)
 
 
+def _torch_knows(device_type: str) -> bool:
+    """A device type torch has (a vendor's appears once its extension renames PrivateUse1)."""
+    try:
+        torch.device(device_type)
+    except RuntimeError:
+        return False
+    return True
+
+
 for _device_type in DEVICE_PACKAGES:
-    silu_and_mul.register_kernel(_device_type)(_device_silu_and_mul)
+    if _torch_knows(_device_type):  # no tensors can live on a device torch does not know
+        silu_and_mul.register_kernel(_device_type)(_device_silu_and_mul)

@@ -30,6 +30,7 @@ from vllm_platform_template.settings import (
     DEVICE_PACKAGES,
     PLATFORM_QUALNAMES,
     SUPPORTED_VLLM_VERSION,
+    SUPPORTED_VLLM_VERSIONS,
 )
 
 ERROR_QUALNAME = "vllm_platform_template.platform_plugin.activation.raise_activation_error"
@@ -72,10 +73,11 @@ def vllm_version_problem(
         return f"vLLM is not installed. {install_hint}"
     dist, version = found
     base_version = version.split("+", 1)[0]
-    if base_version == SUPPORTED_VLLM_VERSION or environ.get(ALLOW_UNSUPPORTED_VLLM_ENV) == "1":
+    if base_version in SUPPORTED_VLLM_VERSIONS or environ.get(ALLOW_UNSUPPORTED_VLLM_ENV) == "1":
         return None
     return (
-        f"vllm-platform-template supports vLLM {SUPPORTED_VLLM_VERSION}, but {dist} {version} "
+        f"vllm-platform-template supports vLLM {' and '.join(SUPPORTED_VLLM_VERSIONS)}, but "
+        f"{dist} {version} "
         f"is installed. {install_hint} (To try another vLLM anyway, set "
         f"{ALLOW_UNSUPPORTED_VLLM_ENV}=1; see docs/upstream-drift.md.)"
     )

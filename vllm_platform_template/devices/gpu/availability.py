@@ -13,20 +13,23 @@ import importlib.util
 
 from vllm_platform_template.settings import DEVICE_ENV
 
+DEVICE_TYPE = "cuda"
+
 
 def problem(found_vllm: tuple[str, str] | None) -> str | None:
-    """A message if torch sees no CUDA device or Triton is missing."""
+    """A message if torch sees no device of this type or Triton is missing."""
     import torch
 
-    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+    device_module = getattr(torch, DEVICE_TYPE, None)  # torch.cuda; a vendor's torch.<device>
+    if device_module is None or not device_module.is_available():
         return (
-            f"{DEVICE_ENV}=cuda asks for the GPU reference backend, but torch "
-            f"{torch.__version__} sees no CUDA device on this machine. Set {DEVICE_ENV}=cpu "
-            "or run on a machine with an NVIDIA GPU."
+            f"{DEVICE_ENV}={DEVICE_TYPE} asks for the {DEVICE_TYPE} backend, but torch "
+            f"{torch.__version__} sees no {DEVICE_TYPE} device on this machine. Set "
+            f"{DEVICE_ENV}=cpu or run on a machine with one (and its torch extension)."
         )
     if importlib.util.find_spec("triton") is None:
         return (
-            f"{DEVICE_ENV}=cuda asks for the GPU reference backend, whose kernels are "
+            f"{DEVICE_ENV}={DEVICE_TYPE} asks for the {DEVICE_TYPE} backend, whose kernels are "
             "Triton kernels, but triton is not installed. Install "
             "`pip install 'vllm-platform-template[cuda]'` (or `pip install triton`)."
         )
