@@ -6,7 +6,7 @@ torch's. Parity is fp32 greedy token for token against Hugging Face
 transformers on the same GPU and on the CPU (the CPU backend is held to the
 same transformers tokens by ``test_parity.py``), in every mode: eager, both
 compiler stages, piecewise CUDA graphs captured by ``TemplateGraphWrapper``,
-the fused-model road; plus a warm start from the compile cache.
+the fused-model road, the CustomOp kernel road; plus a warm start from the compile cache.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_demo_human_output_names_the_gpu_platform(tiny_model_dir) -> None:
 
 def test_eager_matches_transformers_on_gpu_and_cpu(engine_runs, hf_gpu_greedy, hf_greedy) -> None:
     ours = engine_runs.run(*GPU, "--enforce-eager")
-    assert ours["platform"].endswith("gpu.TemplateGpuPlatform")
+    assert ours["platform"] == "vllm_platform_template.devices.gpu.platform.TemplateGpuPlatform"
     assert ours["attention_backends"] == ["TEMPLATE_ATTN"]
     assert ours["tokens"] == hf_gpu_greedy(ours["prompt_token_ids"], MAX_TOKENS)
     assert ours["tokens"] == hf_greedy(ours["prompt_token_ids"], max_tokens=MAX_TOKENS)
@@ -94,3 +94,12 @@ def test_warm_start_loads_every_piece(engine_runs, tmp_path_factory) -> None:
     assert warm["compile"]["pieces"] == 0, "warm start must not call the compiler"
     assert warm["compile"]["cache"]["aot_artifacts_loaded"] >= 1
     assert warm["tokens"] == cold["tokens"]
+
+
+def test_custom_op_road_matches_the_ir_road(engine_runs) -> None:
+    """The road after vLLM drops IR: RMSNorm through forward_oot and the Triton kernels."""
+    eager = engine_runs.run(*GPU, "--enforce-eager")
+    road = engine_runs.run(*GPU, "--enforce-eager", "--kernel-road", "custom_op")
+    assert road["custom_op_layers"]["TemplateRMSNorm"] == ["forward_oot"]
+    assert road["ir_ops"]["rms_norm"]["priority"] == ["native"]
+    assert road["tokens"] == eager["tokens"]

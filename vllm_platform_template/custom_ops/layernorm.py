@@ -22,7 +22,7 @@ import torch
 from vllm.config import get_current_vllm_config_or_none
 from vllm.model_executor.layers.layernorm import RMSNorm
 
-from vllm_platform_template.device import kernel_table
+from vllm_platform_template.custom_ops.kernels import platform_kernel_table
 from vllm_platform_template.settings import parse_options
 
 
@@ -34,14 +34,16 @@ class TemplateRMSNorm(RMSNorm):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         config = get_current_vllm_config_or_none()
         road = parse_options(config.additional_config).kernel_road if config else "ir"
-        self.custom_op_road = road == "custom_op"
+        # Looked up once here, not per call: forward_oot is traced by Dynamo under
+        # VLLM_COMPILE, and the lookup (an import by name) cannot be.
+        self.kernels = platform_kernel_table() if road == "custom_op" else None
 
     def forward_oot(
         self,
         x: torch.Tensor,
         residual: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        table = kernel_table(x.device.type) if self.custom_op_road else None
+        table = self.kernels
         if table is None:
             return self.forward_native(x, residual)
         eps, variance_size = self.variance_epsilon, self.variance_size_override
