@@ -18,7 +18,7 @@ packed oneDNN GEMM (``dispatch_cpu_          after ``load_model``
 unquantized_gemm``), lm_head too
 ``v1/sample/sampler.py`` greedy argmax      ``patches.use_cpu_sampler`` after
 kernel; ``topk_topp_sampler.py`` CPU path    ``init_device``
-``engine/arg_utils.py`` CPU batch defaults  ``policy.cpu_scheduler_defaults``
+``engine/arg_utils.py`` CPU batch defaults  ``policy.cpu_scheduler_defaults`` (this folder)
 ``config/compilation.py`` combo kernels     ``policy.CPU_UNSUPPORTED_INDUCTOR_KEYS``
 ``CustomOp`` ``forward_cpu`` (rotary)       ``custom_ops.rotary_embedding``
 ==========================================  ======================================

@@ -3,7 +3,7 @@
 vLLM hook: ``parallel_config.worker_cls`` (set in ``check_and_update_config``).
 The stock ``CPUWorker`` is reused; this subclass fixes what an out-of-tree
 platform loses because vLLM keys CPU behaviour on ``is_cpu()`` (the sleep-mode
-allocator, thread binding, packed GEMM, sampler kernels: ``cpu_fast_paths``, ``patches``),
+allocator, thread binding, packed GEMM, sampler kernels: ``fast_paths``, ``patches``),
 captures the piecewise graphs, and reports what ran (``template_report``).
 """
 

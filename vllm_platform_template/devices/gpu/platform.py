@@ -1,6 +1,6 @@
 """The GPU reference backend's platform: a plain vLLM ``Platform`` for an NVIDIA GPU.
 
-vLLM hook: the class named by :func:`~.activation.register` for
+vLLM hook: the class the entry point (``platform_plugin.activation.register``) names for
 ``VLLM_TEMPLATE_DEVICE=cuda``. This is the shape a vendor copies for a new
 accelerator: it subclasses ``vllm.platforms.interface.Platform`` directly (not
 vLLM's ``CudaPlatform``), reports ``PlatformEnum.OOT`` and answers every
@@ -23,8 +23,8 @@ Which hook serves what:
 - kernels: ``import_kernels`` loads the template's Triton kernels instead of
   ``vllm._C``; the IR providers, custom ops, compiler, pass manager, graph
   wrapper and attention come from :class:`~.mixin.TemplatePlatformMixin`;
-- runtime: ``worker_cls`` -> :mod:`.gpu_worker` (memory pool / sleep mode),
-  ``get_device_communicator_cls`` -> :mod:`.gpu_communicator` (NCCL), and the
+- runtime: ``worker_cls`` -> :mod:`.worker` (memory pool / sleep mode),
+  ``get_device_communicator_cls`` -> :mod:`.communicator` (NCCL), and the
   pinned-memory device view Model Runner V2 needs (patch registry:
   ``uva_device_view``, vLLM has no hook for it).
 """

@@ -1,6 +1,6 @@
 """The XPU platform of the template (reserved; unverified on hardware).
 
-vLLM hook: the class named by :func:`~.activation.register` for
+vLLM hook: the class the entry point (``platform_plugin.activation.register``) names for
 ``VLLM_TEMPLATE_DEVICE=xpu``. Built on vLLM's ``XPUPlatform`` (upstream
 PyTorch's XPU device) with the ``template_ipex`` IR provider first in eager
 mode. No XPU was available to this project: its config policy (IR priorities,
