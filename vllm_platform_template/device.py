@@ -177,6 +177,8 @@ class TemplateDevice:
     """The device has no FULL graph path (vLLM's FULL wrapper is CUDA's)."""
     pinned_device_view: Callable[[torch.Tensor], torch.Tensor] | None = None
     """A device view of pinned host memory (vLLM's UVA buffers), if the device has one."""
+    kernel_test_device_type: str | None = None
+    """Where the conformance kit runs its provider (None: ``torch_device_type``)."""
 
     def kernels_status(self) -> tuple[bool, str]:
         """:attr:`status`, computed once per process."""

@@ -106,7 +106,7 @@ def register_providers(device: TemplateDevice) -> None:
     """Register ``device``'s provider for each IR op its kernel table implements."""
     supported, reason = device.kernels_status()
     PROVIDER_STATUS[device.ir_provider] = ProviderStatus(
-        supported, reason, device.torch_device_type
+        supported, reason, device.kernel_test_device_type or device.torch_device_type
     )
     table = _table_loader(device)
     for op_name in device.ir_ops:

@@ -36,6 +36,8 @@ DEVICE = TemplateDevice(
     kernels=kernel_table,
     load_libraries=lambda: None,  # IPEX loads on first use (kernels.status)
     ir_ops=("rms_norm", "fused_add_rms_norm"),
+    # IPEX's kernels also run on CPU tensors: the kit checks them there (tox -e ipex)
+    kernel_test_device_type="cpu",
     # IPEX returns new tensors (its add_rms_norm is handed a copy of the residual)
     fused_add_rms_norm_inplace=False,
     graph_backend=graph_backend,
