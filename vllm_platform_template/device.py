@@ -28,8 +28,6 @@ import torch
 
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
-FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
 
 @dataclass(frozen=True)
 class KernelTable:

@@ -35,7 +35,6 @@ CPU_ISA_ENV = "VLLM_TEMPLATE_CPU_ISA"
 # and N+1 (docs/upstream-drift.md, "vLLM 0.33.0": what changed and how it is handled).
 SUPPORTED_VLLM_VERSION = "0.32.0"
 SUPPORTED_VLLM_VERSIONS = ("0.32.0", "0.33.0")
-PLUGIN_NAME = "template"
 
 # --- devices: one folder each (device.py) -------------------------------------------
 PACKAGE = "vllm_platform_template"

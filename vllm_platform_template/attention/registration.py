@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.settings import ATTENTION_BACKEND_NAME, ATTENTION_BACKEND_QUALNAME
 
 if TYPE_CHECKING:
     from vllm.platforms.interface import DeviceCapability
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
 
 logger = get_logger(__name__)
 
-BACKEND_NAME = "TEMPLATE_ATTN"
-BACKEND_QUALNAME = "vllm_platform_template.attention.backend.TemplateAttentionBackend"
+BACKEND_NAME = ATTENTION_BACKEND_NAME
+BACKEND_QUALNAME = ATTENTION_BACKEND_QUALNAME
 
 
 def register_attention_backend() -> None:

@@ -24,22 +24,21 @@ from collections.abc import Callable
 from torch import Tensor
 from vllm import ir
 
-from vllm_platform_template.device import KernelTable, TemplateDevice, device_for
+from vllm_platform_template.device import KernelTable, TemplateDevice, device_for, kernel_table
 from vllm_platform_template.ir_impls.status import PROVIDER_STATUS, ProviderStatus
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
 __all__ = ["PROVIDER_STATUS", "ProviderStatus", "register_providers"]
 
 
-def _table_loader(device: TemplateDevice) -> Callable[[], KernelTable]:
-    """Loads ``device``'s kernel table on first use (a provider that never runs here
-    never imports its kernels)."""
-    tables: list[KernelTable] = []
+def _table_of(device: TemplateDevice) -> Callable[[], KernelTable]:
+    """``device``'s kernel table, loaded on first call (``device.kernel_table``, cached):
+    a provider vLLM never calls here never imports its kernels."""
 
     def table() -> KernelTable:
-        if not tables:
-            tables.append(device.kernels())
-        return tables[0]
+        loaded = kernel_table(device.torch_device_type)
+        assert loaded is not None, f"{device.ir_provider} called where its kernels cannot run"
+        return loaded
 
     return table
 
@@ -108,7 +107,7 @@ def register_providers(device: TemplateDevice) -> None:
     PROVIDER_STATUS[device.ir_provider] = ProviderStatus(
         supported, reason, device.kernel_test_device_type or device.torch_device_type
     )
-    table = _table_loader(device)
+    table = _table_of(device)
     for op_name in device.ir_ops:
         impl, supports = OP_FACTORIES[op_name](table)
         op = getattr(ir.ops, op_name)
