@@ -106,6 +106,26 @@ def _uva_device_view() -> None:
             )
 
 
+def _oot_communicator_graph_capture() -> None:
+    """Let ``GroupCoordinator.graph_capture`` use a template communicator's own capture."""
+    from vllm.distributed.parallel_state import GroupCoordinator
+
+    original = GroupCoordinator.graph_capture
+    if getattr(original, "__template_patched__", False):
+        return
+
+    @contextlib.contextmanager
+    def graph_capture(self, graph_capture_context=None):
+        capture = getattr(self.device_communicator, "graph_capture", None)
+        context = original if capture is None else lambda _self, ctx: capture(ctx)
+        with context(self, graph_capture_context) as ctx:
+            yield ctx
+
+    graph_capture.__template_patched__ = True  # type: ignore[attr-defined]
+    graph_capture.__wrapped_original__ = original  # type: ignore[attr-defined]
+    GroupCoordinator.graph_capture = graph_capture  # type: ignore[method-assign]
+
+
 def input_fake_mode_for_standalone_compile(
     example_inputs: list[Any],
 ) -> contextlib.AbstractContextManager:
@@ -254,6 +274,28 @@ PATCHES: tuple[Patch, ...] = (
             "buffers on a platform answer other than is_pin_memory_available()"
         ),
         apply=_uva_device_view,
+        devices=("cuda",),
+    ),
+    Patch(
+        name="oot_communicator_graph_capture",
+        why=(
+            "vLLM's model runner enters GroupCoordinator.graph_capture around every CUDA "
+            "graph capture; for any group with a device communicator it asserts the "
+            "communicator is vLLM's CudaCommunicator or XpuCommunicator, so tensor or "
+            "pipeline parallel with graphs dies at the first capture on an out-of-tree "
+            "platform. Patched, a communicator that defines graph_capture(context) (the "
+            "template GPU communicator: a side stream that waits for the current one) "
+            "provides the context; every other communicator gets vLLM's own"
+        ),
+        upstream=(
+            "vLLM 0.32.0/0.33.0 vllm/distributed/parallel_state.py::"
+            "GroupCoordinator.graph_capture ('only cuda/rocm uses this function')"
+        ),
+        remove_when=(
+            "vLLM asks the device communicator for its capture context (a "
+            "DeviceCommunicatorBase hook) instead of asserting on its class"
+        ),
+        apply=_oot_communicator_graph_capture,
         devices=("cuda",),
     ),
     Patch(

@@ -9,14 +9,42 @@ vLLM (vLLM's ``CudaCommunicator`` adds its own custom all-reduce kernels and
 symmetric-memory paths, which need ``vllm._C``). A vendor whose collective
 library has a torch.distributed backend (HCCL, XCCL, ...) does the same; one
 with faster device collectives overrides ``all_reduce``/``all_gather`` here.
+
+Graph capture: vLLM's ``GroupCoordinator.graph_capture`` (entered by the model
+runner around every capture) only knows its own CUDA and XPU communicators and
+asserts on any other. :meth:`TemplateGpuCommunicator.graph_capture` is what that
+context does for this communicator (capture on a side stream that waits for the
+current one; NCCL collectives issued through torch.distributed on that stream are
+recorded into the graph), and the patch registry's ``oot_communicator_graph_capture``
+routes vLLM's call to it.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
+import torch
 from vllm.distributed.device_communicators.base_device_communicator import (
     DeviceCommunicatorBase,
 )
+from vllm.distributed.parallel_state import GraphCaptureContext
 
 
 class TemplateGpuCommunicator(DeviceCommunicatorBase):
     """torch.distributed collectives on the NCCL device group."""
+
+    @contextlib.contextmanager
+    def graph_capture(
+        self, graph_capture_context: GraphCaptureContext | None = None
+    ) -> Iterator[GraphCaptureContext]:
+        """Run a capture on the context's stream, after the work already queued."""
+        module = torch.get_device_module(self.device.type)
+        if graph_capture_context is None:
+            graph_capture_context = GraphCaptureContext(module.Stream())
+        stream = graph_capture_context.stream
+        current = module.current_stream()
+        if current != stream:
+            stream.wait_stream(current)
+        with module.stream(stream):
+            yield graph_capture_context
