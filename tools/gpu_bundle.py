@@ -5,9 +5,9 @@ and without network can run the whole GPU tier from a bundle made elsewhere:
 
     # where pip reaches PyPI (any OS with Python 3.10+):
     python tools/gpu_bundle.py build --vllm 0.32.0 --machine-pip-list gpu-pip-list.txt \\
-        --python 3.12 --out .bundle --part-mib 40
+        --python 3.12 --out .bundle/0.32.0
     # on the GPU machine (standard library only, no network):
-    python tools/gpu_bundle.py install .bundle --target /tmp/site
+    python tools/gpu_bundle.py install .bundle/0.32.0 --target /tmp/site
     export PYTHONPATH=/tmp/site
 
 What goes in is computed, not hand-listed: the ``vllm`` wheel's own
@@ -18,12 +18,14 @@ constraints; then everything pip would add that the machine lacks. Torch is
 never packed: the machine's own torch runs vLLM's Python (the point of a plain
 ``Platform``); packages vLLM imports on every path whose requirements pip
 cannot resolve against the machine's torch (``MACHINE_TORCH_PACKAGES``) are
-packed without their torch/CUDA requirements. From the vLLM wheel only
-non-compiled files are taken, plus its ``.dist-info`` (so
-``importlib.metadata`` reports the version). The result is
-one ``tar.xz`` split into parts of at most ``--part-mib`` MiB (a transfer limit)
-and a ``manifest.json`` with checksums. Nothing of vLLM is committed: the
-bundle folder is ignored by git.
+packed without their torch/CUDA requirements. From the vLLM wheel every file
+is taken except machine code (recognised by its first bytes: ELF, Mach-O, PE,
+CUDA fat binaries, whatever the name) and the parts in ``VLLM_LEFT_OUT``; the
+distributions in ``DISTRIBUTIONS_LEFT_OUT`` (required by vLLM, imported by no
+path of the GPU platform) are removed by their RECORD. ``manifest.json`` lists
+everything left out, why and how big. The result is one ``tar.xz`` (split into
+parts of at most ``--part-mib`` MiB if it is larger) with checksums in the
+manifest. Nothing of vLLM is committed: the bundle folder is ignored by git.
 """
 
 from __future__ import annotations
@@ -42,7 +44,28 @@ from pathlib import Path
 
 MANIFEST = "manifest.json"
 ARCHIVE = "bundle.tar.xz"
-COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".cubin", ".fatbin")
+# Compiled files are recognised by their first bytes, not their names (vLLM's
+# 60 MB `vllm/vllm-rs` binary has no suffix): ELF, Mach-O (both byte orders, 32
+# and 64 bit, universal), PE/COFF, and CUDA fat binaries.
+COMPILED_MAGIC = (
+    b"\x7fELF",
+    b"\xfe\xed\xfa\xce",
+    b"\xfe\xed\xfa\xcf",
+    b"\xce\xfa\xed\xfe",
+    b"\xcf\xfa\xed\xfe",
+    b"\xca\xfe\xba\xbe",
+    b"MZ",
+    b"\x50\xed\x55\xba",
+)
+# Parts of vLLM's wheel the GPU platform never reads, with why (into the manifest).
+VLLM_LEFT_OUT = {
+    "vllm/third_party/": (
+        "C++/CUDA headers and the compiled kernels of vendored libraries (DeepGEMM, "
+        "CUTLASS, FMHA) for vLLM's own CUDA kernels; its Python modules are kept"
+    ),
+    "vllm/benchmarks/": "vLLM's benchmark CLI (`vllm bench`), not an engine or serving path",
+    "examples/": "notebook and script samples",
+}
 MANYLINUX_TAGS = (
     "manylinux_2_35_x86_64",
     "manylinux_2_34_x86_64",
@@ -253,16 +276,80 @@ def resolve_missing(
     return pins, satisfied, left_out
 
 
-def extract_python_files(wheel: Path, site: Path) -> int:
-    """vLLM's non-compiled files and its dist-info into ``site``; returns the file count."""
+def is_compiled(head: bytes) -> bool:
+    """Whether a file starting with ``head`` is machine code (see ``COMPILED_MAGIC``)."""
+    return head.startswith(COMPILED_MAGIC)
+
+
+def vllm_left_out_reason(name: str, head: bytes) -> str | None:
+    """Why ``name`` of vLLM's wheel stays out of the bundle, or None to pack it."""
+    if is_compiled(head):
+        return "compiled (machine code): the GPU platform loads no compiled vLLM file"
+    for prefix, why in VLLM_LEFT_OUT.items():
+        if name.startswith(prefix) and not (prefix == "vllm/third_party/" and name.endswith(".py")):
+            return why
+    return None
+
+
+def extract_python_files(wheel: Path, site: Path) -> tuple[int, dict[str, dict[str, int]]]:
+    """vLLM's files the GPU platform uses, and its dist-info, into ``site``.
+
+    Returns the count of files packed and, per reason, the count and bytes of the
+    files left out (for the manifest).
+    """
     count = 0
+    left_out: dict[str, dict[str, int]] = {}
     with zipfile.ZipFile(wheel) as zf:
-        for name in zf.namelist():
-            if name.endswith("/") or name.endswith(COMPILED_SUFFIXES) or ".so." in name:
+        for info in zf.infolist():
+            if info.is_dir():
                 continue
-            zf.extract(name, site)
+            with zf.open(info) as f:
+                head = f.read(8)
+            why = vllm_left_out_reason(info.filename, head)
+            if why is not None:
+                entry = left_out.setdefault(why, {"files": 0, "bytes": 0})
+                entry["files"] += 1
+                entry["bytes"] += info.file_size
+                continue
+            zf.extract(info, site)
             count += 1
-    return count
+    return count, left_out
+
+
+# Distributions vLLM requires that no path of the GPU platform imports (checked by
+# tracing the modules every process of a demo and a `serve` run imports), left out
+# of the bundle with why. Only large ones are worth the list.
+DISTRIBUTIONS_LEFT_OUT = {
+    "pynvvideocodec": (
+        "NVIDIA video decoding for vLLM's video inputs (86 MB: codec libraries, an ffmpeg "
+        "source tarball, notebook samples); the template serves text models"
+    ),
+    "fastsafetensors": (
+        "GPU-direct weight loading, imported only with load_format='fastsafetensors'"
+    ),
+}
+
+
+def drop_unused_distributions(site: Path) -> dict[str, dict[str, object]]:
+    """Remove the files of ``DISTRIBUTIONS_LEFT_OUT`` from ``site`` (by their RECORD)."""
+    dropped: dict[str, dict[str, object]] = {}
+    for dist_info in sorted(site.glob("*.dist-info")):
+        metadata = (dist_info / "METADATA").read_text(errors="replace")
+        name = canonical(re.search(r"^Name: *(.+)$", metadata, re.MULTILINE).group(1).strip())
+        if name not in DISTRIBUTIONS_LEFT_OUT:
+            continue
+        size = 0
+        for row in (dist_info / "RECORD").read_text().splitlines():
+            path = site / row.split(",", 1)[0]
+            if path.is_file():
+                size += path.stat().st_size
+                path.unlink()
+        shutil.rmtree(dist_info, ignore_errors=True)
+        for folder in sorted(site.iterdir()):  # folders the removal emptied
+            if folder.is_dir() and not any(p.is_file() for p in folder.rglob("*")):
+                shutil.rmtree(folder)
+        dropped[name] = {"why": DISTRIBUTIONS_LEFT_OUT[name], "bytes": size}
+    return dropped
 
 
 def sha256(path: Path) -> str:
@@ -300,7 +387,8 @@ def build(args: argparse.Namespace) -> None:
              *(f"{n}=={v}" for n, v in pins)],
             check=True,
         )  # fmt: skip
-        files = extract_python_files(wheel, site)
+        files, vllm_left_out = extract_python_files(wheel, site)
+        dropped = drop_unused_distributions(site)
         archive = work / ARCHIVE
         with tarfile.open(archive, "w:xz", preset=6) as tar:
             tar.add(site, arcname=".")
@@ -317,6 +405,8 @@ def build(args: argparse.Namespace) -> None:
             "vllm": version,
             "python": args.python,
             "vllm_files": files,
+            "vllm_left_out": vllm_left_out,
+            "distributions_left_out": dropped,
             "added": [f"{n}=={v}" for n, v in pins],
             "met_by_machine": {
                 r: machine[canonical(re.split(r"[ <>=!~;\[]", r, maxsplit=1)[0])] for r in satisfied
@@ -364,7 +454,7 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--machine-pip-list", required=True, help="`pip list` of the GPU machine")
     b.add_argument("--python", default="3.12", help="the GPU machine's Python (X.Y)")
     b.add_argument("--out", required=True)
-    b.add_argument("--part-mib", type=int, default=40, help="largest part, in MiB")
+    b.add_argument("--part-mib", type=int, default=60, help="largest part, in MiB")
     b.set_defaults(func=build)
     i = sub.add_parser("install", help="install a bundle (no network)")
     i.add_argument("bundle")

@@ -1,29 +1,110 @@
 #!/usr/bin/env bash
-# The GPU tier: GPU tests, the conformance kit on CUDA, and the GPU benchmarks.
+# The GPU tier, in stages that each fit one call of a lent GPU machine (< 6 min on an H100):
 #
-# On any CUDA machine with the project installed for CUDA:
-#     python -m pip install -e '.[cuda,dev]' && tools/gpu_tier.sh [RESULTS_DIR]
-# Without vLLM (the kernels and graph backend need none), vLLM's pure-Python
-# files on PYTHONPATH are enough for the conformance kit's `import vllm.ir`
-# (see README, "GPU tier").
-# With no vLLM and no network there: GPU_BUNDLE=DIR names a bundle made by
-# tools/gpu_bundle.py (vLLM's Python + the wheels the machine lacks); it is
-# installed into $GPU_SITE (default /tmp/gpu-site) and the project beside it.
+#     tools/gpu_tier.sh STAGE [RESULTS_DIR]
+#
+#   kernels   Triton kernel tests, CUDA graph backend tests, the conformance kit on CUDA
+#   engine    vLLM engines on the GPU platform: parity with transformers in every mode,
+#             warm start, perplexity, bf16, faults (tests/e2e/test_gpu_engine.py)
+#   serve     vllm-template serve under 64 concurrent requests, clean shutdown
+#   bench     the GPU benchmarks (kernels, graphs)
+#   multi     tensor and pipeline parallel on two GPUs (skips with fewer)
+#   all       every stage above, in that order
+#
+# Any stage works alone on a fresh machine. With vLLM installed for CUDA
+# (`pip install -e '.[cuda,dev]'`) nothing is installed. On a machine without vLLM
+# and without network, GPU_BUNDLE=DIR names a bundle made by tools/gpu_bundle.py:
+# it is installed into $GPU_SITE (default /tmp/gpu-site) once, with this project
+# beside it, and later stages on the same machine reuse it. Triton's and
+# Inductor's caches live under /tmp/gpu-tier, so later stages reuse the kernels
+# earlier ones compiled; tests run in parallel (pytest-xdist) over the machine's
+# cores, since compiling Triton kernels is CPU-bound. Each stage writes
+# RESULTS_DIR/<stage>.txt (machine, versions, wall time, the test outcomes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-results="${1:-gpu-results}"
-mkdir -p "$results"
+stage="${1:?usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|all [RESULTS_DIR]}"
+results="$(mkdir -p "${2:-gpu-results}" && cd "${2:-gpu-results}" && pwd)"
+cache="${GPU_TIER_CACHE:-/tmp/gpu-tier}"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$cache/triton}"
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$cache/inductor}"
+export PYTHONUNBUFFERED=1
+jobs="${GPU_TIER_JOBS:-$(nproc)}"
+
 if [ -n "${GPU_BUNDLE:-}" ]; then
     site="${GPU_SITE:-/tmp/gpu-site}"
-    [ -d "$site/vllm" ] || python tools/gpu_bundle.py install "$GPU_BUNDLE" --target "$site"
+    if [ ! -d "$site/vllm" ]; then
+        python tools/gpu_bundle.py install "$GPU_BUNDLE" --target "$site"
+    fi
     python -m pip install -q --no-index --no-deps --no-build-isolation --target "$site" \
         --upgrade . >/dev/null
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 python -c "import torch; assert torch.cuda.is_available(), 'the GPU tier needs a CUDA GPU'"
-python -m pytest -m gpu tests/gpu tests/e2e/test_gpu_engine.py -q -rA -p no:cacheprovider \
-    | tee "$results/gpu_tier_tests.txt"
-python -m pytest tests/unit/test_conformance.py -k template_triton -q -p no:cacheprovider
-python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" | tee "$results/gpu_graphs.txt"
-python benchmarks/gpu_kernels.py --json "$results/gpu_kernels.json" | tee "$results/gpu_kernels.txt"
+
+header() {
+    python - <<'EOF'
+import datetime, importlib.metadata as md, subprocess, torch
+def v(name):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return "absent"
+smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                     capture_output=True, text=True).stdout.strip().replace("\n", "; ")
+print(f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; GPU {smi}")
+print(f"torch {torch.__version__}, Triton {v('triton')}, vLLM {v('vllm')}, "
+      f"transformers {v('transformers')}, project {v('vllm-platform-template')}")
+EOF
+}
+
+pytest_stage() {  # pytest_stage NAME WORKERS ARGS...
+    local name=$1 workers=$2
+    shift 2
+    local xdist=()
+    [ "$workers" -gt 1 ] && xdist=(-n "$workers" --dist loadfile)
+    python -m pytest -q -rA -p no:cacheprovider "${xdist[@]}" "$@"
+}
+
+run_stage() {
+    local name=$1 start=$SECONDS out="$results/$1.txt" rc=0
+    { header; echo "stage $name"; } >"$out"
+    case "$name" in
+    kernels)
+        pytest_stage kernels "$jobs" -m gpu tests/gpu tests/unit/test_gpu_platform.py \
+            tests/unit/test_communicator_graph_capture.py 2>&1 | tee -a "$out" || rc=1
+        pytest_stage conformance "$jobs" tests/unit/test_conformance.py -k template_triton \
+            2>&1 | tee -a "$out" || rc=1
+        ;;
+    engine)
+        # One engine per test, each with a 1 GiB KV cache: several fit the GPU at once.
+        python -m pytest -q -rA -p no:cacheprovider -n "${GPU_TIER_ENGINES:-6}" \
+            --dist load tests/e2e/test_gpu_engine.py 2>&1 | tee -a "$out" || rc=1
+        ;;
+    serve)
+        python -m pytest -q -rA -p no:cacheprovider tests/e2e/test_gpu_serving.py \
+            2>&1 | tee -a "$out" || rc=1
+        ;;
+    bench)
+        python benchmarks/gpu_kernels.py --json "$results/gpu_kernels.json" 2>&1 | tee -a "$out" || rc=1
+        python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" 2>&1 | tee -a "$out" || rc=1
+        ;;
+    multi)
+        python -m pytest -q -rA -p no:cacheprovider tests/e2e/test_gpu_parallel.py \
+            2>&1 | tee -a "$out" || rc=1
+        ;;
+    *)
+        echo "unknown stage: $name" >&2
+        return 2
+        ;;
+    esac
+    echo "stage $name: exit $rc, wall $((SECONDS - start)) s" | tee -a "$out"
+    return $rc
+}
+
+if [ "$stage" = all ]; then
+    failed=0
+    for s in kernels engine serve bench multi; do run_stage "$s" || failed=1; done
+    exit $failed
+fi
+run_stage "$stage"

@@ -28,9 +28,12 @@ def _compile_stage_fault() -> mock._patch:
 
 
 def _capture_fault() -> mock._patch:
-    from vllm_platform_template.devices.cpu.graphs import CpuGraphEmulation
+    if os.environ["VLLM_TEMPLATE_DEVICE"] == "cuda":
+        from vllm_platform_template.devices.gpu.graphs import CudaGraphBackend as backend
+    else:
+        from vllm_platform_template.devices.cpu.graphs import CpuGraphEmulation as backend
 
-    original = CpuGraphEmulation.capture
+    original = backend.capture
 
     def fail_for_size_4(self, fn):
         from vllm.forward_context import get_forward_context
@@ -39,7 +42,7 @@ def _capture_fault() -> mock._patch:
             raise RuntimeError("injected graph-capture fault")
         return original(self, fn)
 
-    return mock.patch.object(CpuGraphEmulation, "capture", fail_for_size_4)
+    return mock.patch.object(backend, "capture", fail_for_size_4)
 
 
 def _provider_fault() -> mock._patch:
@@ -65,7 +68,7 @@ def main() -> int:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     # Before anything imports vLLM (the fault patches do): vLLM resolves the
     # platform once per process, at the first use.
-    os.environ["VLLM_TEMPLATE_DEVICE"] = "cpu"
+    os.environ["VLLM_TEMPLATE_DEVICE"] = "cuda" if "cuda" in demo_args else "cpu"
     import argparse
 
     from vllm_platform_template.cli.demo import add_arguments, run

@@ -68,16 +68,18 @@ class Server:
         return "".join(text)
 
 
-@pytest.fixture(scope="module")
-def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def start_server(
+    model_dir: Path, device: str, log: Path, extra_args: tuple[str, ...] = ()
+) -> Server:
+    """``vllm-template serve`` on ``device`` with the tiny model, once /health answers."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "server.log"
-    env = {**os.environ, DEVICE_ENV: "cpu", "VLLM_CACHE_ROOT": str(log.parent / "cache")}
+    env = {**os.environ, DEVICE_ENV: device, "VLLM_CACHE_ROOT": str(log.parent / "cache")}
     cmd = [
-        sys.executable, "-m", "vllm_platform_template.cli.main", "serve", str(tiny_model_dir),
+        sys.executable, "-m", "vllm_platform_template.cli.main", "serve", str(model_dir),
         "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "tiny",
         "--dtype", "float32", "--max-model-len", "512", "--seed", "0",
         "--kv-cache-memory-bytes", str(256 << 20), "--max-num-seqs", str(CONCURRENT),
+        *extra_args,
     ]  # fmt: skip
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -95,9 +97,16 @@ def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     else:
         proc.kill()
         pytest.fail("vllm serve did not become healthy in 600 s")
-    yield Server(proc, url, log)
-    if proc.poll() is None:
-        proc.kill()
+    return Server(proc, url, log)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("serve") / "server.log"
+    running = start_server(tiny_model_dir, "cpu", log)
+    yield running
+    if running.proc.poll() is None:
+        running.proc.kill()
 
 
 def test_completion_on_the_template_platform(server: Server) -> None:
@@ -107,6 +116,11 @@ def test_completion_on_the_template_platform(server: Server) -> None:
 
 
 def test_concurrent_load_equals_sequential_results(server: Server) -> None:
+    check_concurrent_load(server)
+
+
+def check_concurrent_load(server: Server) -> None:
+    """64 requests at once, half streaming: each equals the same prompt sent alone."""
     sequential = {p: server.completion(p) for p in PROMPTS}
 
     async def load() -> list[tuple[str, str]]:
@@ -165,6 +179,11 @@ def test_upstream_race_filter_keeps_other_tracebacks() -> None:
 
 
 def test_shutdown_without_tracebacks(server: Server) -> None:
+    check_clean_shutdown(server)
+
+
+def check_clean_shutdown(server: Server) -> None:
+    """SIGINT stops the server within 120 s and its log holds no traceback of ours."""
     server.proc.send_signal(signal.SIGINT)
     try:
         server.proc.wait(timeout=120)

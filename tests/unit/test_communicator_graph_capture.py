@@ -56,9 +56,9 @@ def unpatched_graph_capture(monkeypatch):
 
 def test_vllm_refuses_an_oot_communicator_without_the_patch(world, unpatched_graph_capture):
     communicator = TemplateGpuCommunicator(world, torch.device("cpu"), world)
-    with pytest.raises(AssertionError):
-        with group_with(communicator).graph_capture(GraphCaptureContext(torch.cpu.Stream())):
-            pass
+    context = GraphCaptureContext(torch.cpu.Stream())
+    with pytest.raises(AssertionError), group_with(communicator).graph_capture(context):
+        pass
 
 
 def test_patched_capture_runs_on_the_communicators_stream(world, unpatched_graph_capture):
@@ -79,9 +79,9 @@ def test_patched_capture_leaves_other_communicators_to_vllm(world, unpatched_gra
     """A communicator without ``graph_capture`` still gets vLLM's own context (and assert)."""
     patches._oot_communicator_graph_capture()
     plain = DeviceCommunicatorBase(world, torch.device("cpu"), world)
-    with pytest.raises(AssertionError):
-        with group_with(plain).graph_capture(GraphCaptureContext(torch.cpu.Stream())):
-            pass
+    context = GraphCaptureContext(torch.cpu.Stream())
+    with pytest.raises(AssertionError), group_with(plain).graph_capture(context):
+        pass
 
 
 def test_the_patch_is_registered_for_the_gpu_platform() -> None:
