@@ -22,7 +22,7 @@ packed without their torch/CUDA requirements. From the vLLM wheel every file
 is taken except machine code (recognised by its first bytes: ELF, Mach-O, PE,
 CUDA fat binaries, whatever the name) and the parts in ``VLLM_LEFT_OUT``; the
 distributions in ``DISTRIBUTIONS_LEFT_OUT`` (required by vLLM, imported by no
-path of the GPU platform) are removed by their RECORD. ``manifest.json`` lists
+path of the GPU platform) are not installed. ``manifest.json`` lists
 everything left out, why and how big. The result is one ``tar.xz`` (split into
 parts of at most ``--part-mib`` MiB if it is larger) with checksums in the
 manifest. Nothing of vLLM is committed: the bundle folder is ignored by git.
@@ -327,29 +327,24 @@ DISTRIBUTIONS_LEFT_OUT = {
     "fastsafetensors": (
         "GPU-direct weight loading, imported only with load_format='fastsafetensors'"
     ),
+    "cryptography": "imported by no engine or serving path (15 MB of OpenSSL bindings)",
+    "anthropic": (
+        "the Anthropic Messages API client, imported only when /v1/messages is served a request"
+    ),
 }
 
 
-def drop_unused_distributions(site: Path) -> dict[str, dict[str, object]]:
-    """Remove the files of ``DISTRIBUTIONS_LEFT_OUT`` from ``site`` (by their RECORD)."""
-    dropped: dict[str, dict[str, object]] = {}
-    for dist_info in sorted(site.glob("*.dist-info")):
-        metadata = (dist_info / "METADATA").read_text(errors="replace")
-        name = canonical(re.search(r"^Name: *(.+)$", metadata, re.MULTILINE).group(1).strip())
-        if name not in DISTRIBUTIONS_LEFT_OUT:
-            continue
-        size = 0
-        for row in (dist_info / "RECORD").read_text().splitlines():
-            path = site / row.split(",", 1)[0]
-            if path.is_file():
-                size += path.stat().st_size
-                path.unlink()
-        shutil.rmtree(dist_info, ignore_errors=True)
-        for folder in sorted(site.iterdir()):  # folders the removal emptied
-            if folder.is_dir() and not any(p.is_file() for p in folder.rglob("*")):
-                shutil.rmtree(folder)
-        dropped[name] = {"why": DISTRIBUTIONS_LEFT_OUT[name], "bytes": size}
-    return dropped
+def split_left_out(
+    pins: list[tuple[str, str]],
+) -> tuple[list[tuple[str, str]], dict[str, dict[str, str]]]:
+    """``pins`` without ``DISTRIBUTIONS_LEFT_OUT``, and those left out with version and why."""
+    kept = [(n, v) for n, v in pins if canonical(n) not in DISTRIBUTIONS_LEFT_OUT]
+    left_out = {
+        canonical(n): {"version": v, "why": DISTRIBUTIONS_LEFT_OUT[canonical(n)]}
+        for n, v in pins
+        if canonical(n) in DISTRIBUTIONS_LEFT_OUT
+    }
+    return kept, left_out
 
 
 def sha256(path: Path) -> str:
@@ -378,6 +373,7 @@ def build(args: argparse.Namespace) -> None:
         version = wheel.name.split("-")[1]
         requirements = wheel_requirements(wheel, args.python)
         pins, satisfied, left_out = resolve_missing(requirements, machine, args.python, work)
+        pins, dropped = split_left_out(pins)
         print(f"vllm {version}: {len(requirements)} requirements, {len(satisfied)} met by the "
               f"machine, {len(left_out)} left out, {len(pins)} wheels to add")  # fmt: skip
         site = work / "site"
@@ -388,7 +384,6 @@ def build(args: argparse.Namespace) -> None:
             check=True,
         )  # fmt: skip
         files, vllm_left_out = extract_python_files(wheel, site)
-        dropped = drop_unused_distributions(site)
         archive = work / ARCHIVE
         with tarfile.open(archive, "w:xz", preset=6) as tar:
             tar.add(site, arcname=".")

@@ -90,7 +90,7 @@ run_stage() {
         python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" 2>&1 | tee -a "$out" || rc=1
         ;;
     multi)
-        python -m pytest -q -rA -p no:cacheprovider tests/e2e/test_gpu_parallel.py \
+        python -m pytest -q -rA -p no:cacheprovider -n 4 --dist load tests/e2e/test_gpu_parallel.py \
             2>&1 | tee -a "$out" || rc=1
         ;;
     *)

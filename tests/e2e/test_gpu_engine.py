@@ -164,19 +164,23 @@ BF16_PROMPTS = [
 BF16_TOKENS, TOP_K = 64, 5
 
 
-def test_bf16_small_close_to_transformers_on_gpu(engine_runs, small_model_dir: Path) -> None:
-    from transformers import AutoModelForCausalLM
-
+def bf16_args() -> tuple[str, ...]:
     args = ["--size", "small", "--dtype", "bfloat16", "--enforce-eager"]
     args += ["--max-tokens", str(BF16_TOKENS), "--logprobs", str(TOP_K)]
     for prompt in BF16_PROMPTS:
         args += ["--prompt", prompt]
-    ours = engine_runs.run(*gpu(*args))
-    assert ours["dtype"] == "bfloat16"
+    return tuple(args)
+
+
+def check_bf16_close_to_transformers(report: dict, small_model_dir: Path) -> None:
+    """vLLM's logprob-closeness rule against transformers bf16 on one GPU."""
+    from transformers import AutoModelForCausalLM
+
+    assert report["dtype"] == "bfloat16"
     model = AutoModelForCausalLM.from_pretrained(small_model_dir, dtype=torch.bfloat16)
     model = model.to("cuda").eval()
     expected = []
-    for ids in ours["prompt_token_ids"]:
+    for ids in report["prompt_token_ids"]:
         with torch.no_grad():
             out = model.generate(
                 torch.tensor([ids], device="cuda"),
@@ -194,11 +198,15 @@ def test_bf16_small_close_to_transformers_on_gpu(engine_runs, small_model_dir: P
         expected.append((out.sequences[0, len(ids) :].tolist(), steps))
     outputs = [
         (tokens, [{int(t): lp for t, lp in step.items()} for step in steps])
-        for tokens, steps in zip(ours["tokens"], ours["logprobs"], strict=True)
+        for tokens, steps in zip(report["tokens"], report["logprobs"], strict=True)
     ]
     divergences = check_logprobs_close(outputs, expected, "template", "transformers")
     where = [(d.prompt, d.position) for d in divergences]
     print(f"bf16 vs transformers on the GPU: diverged (prompt, position) {where}")
+
+
+def test_bf16_small_close_to_transformers_on_gpu(engine_runs, small_model_dir: Path) -> None:
+    check_bf16_close_to_transformers(engine_runs.run(*gpu(*bf16_args())), small_model_dir)
 
 
 def test_failed_graph_capture_runs_that_size_eagerly(engine_runs, hf_gpu_greedy, tmp_path) -> None:

@@ -4,14 +4,22 @@ vLLM's own distributed runtime (NCCL through ``torch.distributed``, one worker
 process per GPU) on the template's GPU platform: TP=2 and PP=2, eager, compiled
 and with CUDA graphs (the capture goes through the template communicator's
 ``graph_capture``, see ``devices/gpu/communicator.py``). fp32 greedy tokens must
-equal transformers on one GPU token for token, as the one-GPU engine's do.
+equal transformers on one GPU token for token, as the one-GPU engine's do; bf16
+``small`` with TP=2 is held to transformers bf16 on one GPU by the logprob rule;
+``serve`` with TP=2 takes the 64-request load and shuts down cleanly.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from test_gpu_engine import assert_equals_transformers, gpu
+from test_gpu_engine import (
+    assert_equals_transformers,
+    bf16_args,
+    check_bf16_close_to_transformers,
+    gpu,
+)
+from test_serving import check_clean_shutdown, check_concurrent_load, start_server
 
 pytestmark = [
     pytest.mark.e2e,
@@ -52,3 +60,18 @@ def test_two_gpus_match_one(engine_runs, hf_gpu_greedy, layout: str, mode: str, 
         captured = sum(report["graphs"]["captures"].values())
         assert captured > 0, report["graphs"]
         assert not report["graphs"]["eager_fallbacks"], report["graphs"]
+
+
+def test_tp2_bf16_close_to_one_gpu(engine_runs, small_model_dir) -> None:
+    report = engine_runs.run(*gpu(*bf16_args(), tensor_parallel_size=2))
+    check_bf16_close_to_transformers(report, small_model_dir)
+
+
+def test_tp2_serve_under_load_and_clean_shutdown(tiny_model_dir, tmp_path) -> None:
+    server = start_server(tiny_model_dir, "cuda", tmp_path / "server.log", ("-tp", "2"))
+    try:
+        check_concurrent_load(server)
+        check_clean_shutdown(server)
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()

@@ -63,20 +63,10 @@ def test_extract_counts_what_it_leaves_out(bundle, tmp_path: Path) -> None:
     json.dumps(left_out)  # goes into the manifest
 
 
-def test_unused_distributions_are_removed_by_their_record(bundle, tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    for rel in ("PyNvVideoCodec/__init__.py", "external/ffmpeg/src/ff.tar.xz", "keep/__init__.py"):
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / rel).write_bytes(b"x" * 10)
-    dist = site / "pynvvideocodec-2.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: PyNvVideoCodec\n")
-    (dist / "RECORD").write_text(
-        "PyNvVideoCodec/__init__.py,,10\nexternal/ffmpeg/src/ff.tar.xz,,10\n"
-    )
-    dropped = bundle.drop_unused_distributions(site)
-    assert set(dropped) == {"pynvvideocodec"}
-    assert dropped["pynvvideocodec"]["bytes"] == 20
-    assert not (site / "PyNvVideoCodec").exists() and not (site / "external").exists()
-    assert not dist.exists()
-    assert (site / "keep" / "__init__.py").is_file()
+def test_unused_distributions_are_not_packed(bundle) -> None:
+    pins = [("PyNvVideoCodec", "2.0.4"), ("openai", "2.8.0"), ("cryptography", "46.0.1")]
+    kept, left_out = bundle.split_left_out(pins)
+    assert kept == [("openai", "2.8.0")]
+    assert set(left_out) == {"pynvvideocodec", "cryptography"}
+    assert left_out["pynvvideocodec"]["version"] == "2.0.4"
+    assert all(entry["why"] for entry in left_out.values())
