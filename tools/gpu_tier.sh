@@ -78,8 +78,8 @@ run_stage() {
         ;;
     engine)
         # One engine per test, each with a 1 GiB KV cache: several fit the GPU at once.
-        python -m pytest -q -rA -p no:cacheprovider -n "${GPU_TIER_ENGINES:-6}" \
-            --dist load tests/e2e/test_gpu_engine.py 2>&1 | tee -a "$out" || rc=1
+        python -m pytest -q -rA -p no:cacheprovider -n "${GPU_TIER_ENGINES:-8}" \
+            --dist loadgroup tests/e2e/test_gpu_engine.py 2>&1 | tee -a "$out" || rc=1
         ;;
     serve)
         python -m pytest -q -rA -p no:cacheprovider tests/e2e/test_gpu_serving.py \

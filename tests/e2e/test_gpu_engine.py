@@ -6,7 +6,8 @@ torch's. Each test starts its own engine and holds it to Hugging Face
 transformers on the same GPU, so the tests are independent and the tier runs
 them in parallel (pytest-xdist) on one GPU: every engine gets a fixed 1 GiB KV
 cache (``kv_cache_memory_bytes``: no memory profiling against the other
-engines) and at most 8 sequences (graph capture sizes 1-16, not vLLM's 512).
+engines), asks for 8% of the GPU's memory at start (vLLM checks that much is
+free), and runs at most 8 sequences (graph capture sizes 1-16, not vLLM's 512).
 
 - tiny fp32, greedy tokens equal transformers fp32 token for token: eager, both
   compiler stages, compiled + the platform's default graphs, the fused model,
@@ -42,7 +43,7 @@ pytestmark = [
 ]
 
 MAX_TOKENS = 24  # the demo's default
-ENGINE = {"max_num_seqs": 8, "kv_cache_memory_bytes": 1 << 30}
+ENGINE = {"max_num_seqs": 8, "gpu_memory_utilization": 0.08, "kv_cache_memory_bytes": 1 << 30}
 FP32_REL_TOL = 1e-4
 PLATFORM = "vllm_platform_template.devices.gpu.platform.TemplateGpuPlatform"
 
@@ -65,13 +66,15 @@ def assert_equals_transformers(report: dict, hf_gpu_greedy) -> None:
 
 def test_demo_human_output_names_the_gpu_platform(tiny_model_dir) -> None:
     env = {**os.environ, "VLLM_TEMPLATE_DEVICE": "cuda"}
-    cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", *gpu()]
+    cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo"]
+    cmd += gpu("--enforce-eager")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "TemplateGpuPlatform" in proc.stdout
     assert "Output:" in proc.stdout
 
 
+@pytest.mark.xdist_group("eager")  # shares its engine with the perplexity test
 def test_eager_matches_transformers_on_gpu_and_cpu(engine_runs, hf_gpu_greedy, hf_greedy) -> None:
     ours = engine_runs.run(*gpu("--enforce-eager"))
     assert ours["attention_backends"] == ["TEMPLATE_ATTN"]
@@ -138,6 +141,7 @@ def _perplexity(logprobs: list[float]) -> float:
     return math.exp(-sum(logprobs) / len(logprobs))
 
 
+@pytest.mark.xdist_group("eager")
 def test_held_out_perplexity_equals_the_cpu_reference(engine_runs, tiny_model_dir: Path) -> None:
     from transformers import AutoModelForCausalLM
 

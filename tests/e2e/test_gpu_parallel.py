@@ -68,7 +68,8 @@ def test_tp2_bf16_close_to_one_gpu(engine_runs, small_model_dir) -> None:
 
 
 def test_tp2_serve_under_load_and_clean_shutdown(tiny_model_dir, tmp_path) -> None:
-    server = start_server(tiny_model_dir, "cuda", tmp_path / "server.log", ("-tp", "2"))
+    extra = ("--tensor-parallel-size", "2", "--gpu-memory-utilization", "0.1")
+    server = start_server(tiny_model_dir, "cuda", tmp_path / "server.log", extra)
     try:
         check_concurrent_load(server)
         check_clean_shutdown(server)
