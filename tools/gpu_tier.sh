@@ -63,7 +63,7 @@ pytest_stage() {  # pytest_stage NAME WORKERS ARGS...
     shift 2
     local xdist=()
     [ "$workers" -gt 1 ] && xdist=(-n "$workers" --dist loadfile)
-    python -m pytest -q -rA -p no:cacheprovider "${xdist[@]}" "$@"
+    python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 300 "${xdist[@]}" "$@"
 }
 
 run_stage() {
@@ -78,11 +78,11 @@ run_stage() {
         ;;
     engine)
         # One engine per test, each with a 1 GiB KV cache: several fit the GPU at once.
-        python -m pytest -q -rA -p no:cacheprovider -n "${GPU_TIER_ENGINES:-8}" \
+        python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 420 -n "${GPU_TIER_ENGINES:-8}" \
             --dist loadgroup tests/e2e/test_gpu_engine.py 2>&1 | tee -a "$out" || rc=1
         ;;
     serve)
-        python -m pytest -q -rA -p no:cacheprovider tests/e2e/test_gpu_serving.py \
+        python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 420 tests/e2e/test_gpu_serving.py \
             2>&1 | tee -a "$out" || rc=1
         ;;
     bench)
@@ -90,7 +90,7 @@ run_stage() {
         python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" 2>&1 | tee -a "$out" || rc=1
         ;;
     multi)
-        python -m pytest -q -rA -p no:cacheprovider -n 4 --dist load tests/e2e/test_gpu_parallel.py \
+        python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \
             2>&1 | tee -a "$out" || rc=1
         ;;
     *)

@@ -27,10 +27,7 @@ pytestmark = [
     pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs"),
 ]
 
-MODES = {
-    "eager": ("--enforce-eager",),
-    "compiled": ("--compile-stage", "graph"),
-}
+MODES = {"eager": ("--enforce-eager",), "compiled": ("--compile-stage", "graph")}
 GRAPHS = {"none": "NONE", "piecewise": "PIECEWISE", "default": None}
 
 
@@ -48,10 +45,15 @@ def _parallel_run(engine_runs, layout: str, mode: str, graphs: str) -> dict:
     return engine_runs.run(*gpu(*MODES[mode], **config))
 
 
-@pytest.mark.parametrize("layout", ["tensor_parallel_size", "pipeline_parallel_size"])
 @pytest.mark.parametrize(
-    ("mode", "graphs"),
-    [("eager", "none"), ("compiled", "none"), ("compiled", "piecewise"), ("compiled", "default")],
+    ("layout", "mode", "graphs"),
+    [
+        ("tensor_parallel_size", "eager", "none"),
+        ("tensor_parallel_size", "compiled", "piecewise"),
+        ("tensor_parallel_size", "compiled", "default"),
+        ("pipeline_parallel_size", "eager", "none"),
+        ("pipeline_parallel_size", "compiled", "piecewise"),
+    ],
 )
 def test_two_gpus_match_one(engine_runs, hf_gpu_greedy, layout: str, mode: str, graphs: str):
     report = _parallel_run(engine_runs, layout, mode, graphs)
