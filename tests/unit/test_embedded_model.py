@@ -77,3 +77,17 @@ def test_held_out_passage_is_not_in_training_text() -> None:
     for paragraph in passage.split(text_data.PARAGRAPH_SEPARATOR)[1:]:
         assert paragraph not in training
     assert len(text_data.chapters()) == 62  # title page + 61 chapters
+
+
+def test_concurrent_ensure_model_writes_once_and_all_see_it(tmp_path) -> None:
+    """Parallel test workers ask for the model at once (the GPU tier's xdist engines)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from vllm_platform_template.embedded_model.writer import ensure_model, is_complete
+
+    target = tmp_path / "tiny"
+    with ProcessPoolExecutor(3) as pool:
+        paths = list(pool.map(ensure_model, ["tiny"] * 3, [target] * 3))
+    assert paths == [target] * 3
+    assert is_complete(target, "tiny")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tiny.") and p.is_dir()]

@@ -10,6 +10,7 @@ weights and a tokenizer trained at write time.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -131,6 +132,13 @@ def is_complete(model_dir: Path, size: str) -> bool:
 def ensure_model(size: str = "tiny", out_dir: Path | None = None) -> Path:
     """Path of the ``size`` model, writing it first if it is missing or incomplete."""
     target = Path(out_dir) if out_dir is not None else default_cache_dir() / "models" / size
-    if not is_complete(target, size):
-        write_model(size, target)
+    if is_complete(target, size):
+        return target
+    # Several processes may ask at once (parallel test workers): one writes, the others
+    # wait for it and find the model complete.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / f".{target.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not is_complete(target, size):
+            write_model(size, target)
     return target
