@@ -27,15 +27,17 @@ PARAGRAPH_SEPARATOR = "\n"
 _CHAPTER = re.compile(r"Chapter (\d+)")
 
 
+def paragraphs(text: str) -> list[str]:
+    """The paragraphs of a hard-wrapped text, re-flowed, italics underscores dropped."""
+    flowed = (" ".join(block.split()).replace("_", "") for block in re.split(r"\n\s*\n", text))
+    return [paragraph for paragraph in flowed if paragraph]
+
+
 @cache
 def chapters() -> tuple[tuple[str, ...], ...]:
     """Paragraphs of each chapter; index 0 is the title page, index n chapter n."""
-    text = TEXT_PATH.read_text(encoding="ascii")
     result: list[list[str]] = [[]]
-    for block in re.split(r"\n\s*\n", text):
-        paragraph = " ".join(block.split()).replace("_", "")
-        if not paragraph:
-            continue
+    for paragraph in paragraphs(TEXT_PATH.read_text(encoding="ascii")):
         match = _CHAPTER.fullmatch(paragraph)
         if match:
             if int(match.group(1)) != len(result):
