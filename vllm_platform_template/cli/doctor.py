@@ -72,7 +72,7 @@ def collect(device: str | None) -> dict[str, Any]:
         "path": build.path,
         "isa": build.isa,
         "host_isa": build.host_isa,
-        "bf16": "native (AVX-512 BF16)" if build.native_bf16 else "through fp32 conversion",
+        "bf16": vllm_cpu_build.describe_bf16(build),
         "reason": build.reason,
     }
     import vllm.kernels  # noqa: F401  (vLLM's own providers, as Platform.import_ir_kernels)
