@@ -21,15 +21,19 @@ def test_shares_above_the_copy_are_marked_cache_resident(capsys) -> None:
     bench_ops.add_arguments(parser)
     # One decode-sized shape (fits any cache) and one past a 32 MiB cache, one dtype.
     args = parser.parse_args(
-        ["--device", "cpu", "--dtypes", "float32", "--shapes", "1x768,4096x4096", "--no-compile"]
+        ["--device", "cpu", "--dtypes", "float32", "--shapes", "1x768,2048x4096", "--no-compile"]
     )
     result = bench_ops.run_benchmark(args)
     rows = result["rows"]
-    assert {r["tokens"] for r in rows} == {1, 4096}
+    assert {r["tokens"] for r in rows} == {1, 2048}
     llc = result["last_level_cache_bytes"]
     for row in rows:
-        if row["copy_share"] > 1.0:
+        # Past the cache a kernel moves bytes at most at the copy's rate; the margin
+        # covers timing noise between the two measurements on a shared machine.
+        if row["copy_share"] > 1.15:
             assert row["cache_resident"], row
+        if llc is not None and row["tokens"] * row["hidden"] * 4 > llc:
+            assert not row["cache_resident"], row
         if llc is not None and row["tokens"] == 1:
             assert row["cache_resident"], row  # 1 x 768 floats fit every cache
     bench_ops.print_table(result)
