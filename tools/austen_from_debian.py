@@ -1,7 +1,9 @@
 """Extract Jane Austen's novels from Debian's ``r-cran-janeaustenr`` without R.
 
-The embedded model's training text (``vllm_platform_template/embedded_model/text/``)
-comes from this package: CRAN's ``janeaustenr`` 1.0.0 (Julia Silge; code MIT,
+The ``tiny`` model's training text comes from this package (*Pride and
+Prejudice* is shipped in ``vllm_platform_template/embedded_model/text/``; the
+five other novels are not, ``tools/train_tiny_model.py`` reads them from this
+tool's output): CRAN's ``janeaustenr`` 1.0.0 (Julia Silge; code MIT,
 the novels public domain) ships Austen's six completed novels as R character
 vectors, one line of the Project Gutenberg edition per element, in R's lazy-load
 database ``data/Rdata.rdb`` (zlib-compressed XDR serialisations) indexed by

@@ -1,22 +1,28 @@
-"""Train the ``tiny`` embedded model on the shipped Pride and Prejudice text.
+"""Train the ``tiny`` embedded model on Jane Austen's six novels.
 
 Run once by a maintainer; the result is committed under
 ``vllm_platform_template/embedded_model/trained/`` (tokenizer, fp16 weights and
-``tiny_training.json`` with every setting below and the measured losses), and
-``vllm-template tiny-model`` writes the fp32 checkpoint from it. To reproduce:
+``tiny_training.json`` with the command, the device, every setting below and
+the measured losses), and ``vllm-template tiny-model`` writes the fp32
+checkpoint from it. To reproduce:
 
-    nice -n 10 python tools/train_tiny_model.py
+    python tools/austen_from_debian.py ~/.cache/vllm-platform-template/austen
+    nice -n 10 python tools/train_tiny_model.py [--device cuda]
 
-Deterministic as far as torch on the CPU allows: one seed for the model's
-initialisation and for the batch order, ``torch.use_deterministic_algorithms``,
-a fixed thread count. The same torch version, thread count and CPU ISA give the
-same weights; other combinations may differ in the last bits of the sums.
+Deterministic as far as torch allows: one seed for the model's initialisation
+and for the batch order, ``torch.use_deterministic_algorithms``, a fixed thread
+count. The same torch version, device (thread count and CPU ISA on the CPU)
+give the same weights; other combinations may differ in the last bits of the
+sums. The committed weights were trained on an H100 (see the record).
 
-Data: training paragraphs (chapters 1-58) are tokenised into one stream with
-``\\n`` between paragraphs; each sample is BOS followed by ``SEQ_LEN - 1``
-tokens starting at a paragraph start (as a prompt starts after BOS). Validation
-is the held-out chapters (59-61), scored in consecutive windows the same way.
-The checkpoint with the lowest validation loss is kept.
+Data: the training paragraphs - *Pride and Prejudice* chapters 1-58 (shipped)
+and the five other novels (:data:`EXTRA_TEXTS`, not shipped, sha256-checked) -
+are tokenised into one stream with ``\\n`` between paragraphs (the tokenizer is
+trained on the same paragraphs unless ``--tokenizer`` names one); each sample
+is BOS followed by ``SEQ_LEN - 1`` tokens starting at a paragraph start (as a
+prompt starts after BOS). Validation is *Pride and Prejudice*'s held-out
+chapters (59-61), scored in consecutive windows the same way. The checkpoint
+with the lowest validation loss is kept.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ exists, the upstream reference and when to remove it. Two kinds:
   instance; the function that does it lives here and the listed caller calls it.
 
 This module imports nothing from the plugin but its logger (and, inside a patch,
-kernel-layer code), so the compiler and the graph wrapper call it without
+the device API), so the compiler and the graph wrapper call it without
 importing the platform layer.
 """
 
@@ -241,7 +241,8 @@ PATCHES: tuple[Patch, ...] = (
             "torch.accelerator.empty_cache() whenever not current_platform.is_cpu(); an "
             "out-of-tree platform backed by the CPU is not is_cpu(), so the EngineCore "
             "process prints 'RuntimeError: Cannot access accelerator device when none is "
-            "available' at every shutdown. CPUModelRunner silences this only in the worker."
+            "available' at every shutdown. vLLM's CPU worker modules (v1/worker/cpu/shm.py) "
+            "make torch.accelerator.empty_cache a no-op only in the worker process."
         ),
         upstream=(
             "vLLM 0.32.0 has no platform hook for the cleanup (e.g. Platform.empty_cache); "
@@ -312,7 +313,7 @@ PATCHES: tuple[Patch, ...] = (
         remove_when="standalone_compile accepts inputs that carry their own fake mode",
         devices=("cpu", "cuda", "xpu"),
         scope="call",
-        caller="compiler/compiler.py::TemplateCompiler.compile",
+        caller="compiler/compiler.py::TemplateCompiler._aot_eager (fusion_only, fallback)",
     ),
     Patch(
         name="gc_collect_off_during_capture",

@@ -1,6 +1,7 @@
 """The GPU platform's shape and answers, checked on any machine (no GPU needed).
 
-What it does on a GPU is the GPU tier's job (tests/gpu); here: it is a plain
+What it does on a GPU is the GPU tier's job (``tools/gpu_tier.sh``, which also runs the
+``gpu``-marked tests at the end of this file); here: it is a plain
 ``Platform`` (no ``CudaPlatform``, so no compiled vLLM file), out of tree, with
 its own worker, communicator and block-size default, and its UVA view refuses
 memory that is not pinned instead of reading garbage.

@@ -91,7 +91,7 @@ def test_default_loads_the_hosts_build() -> None:
     assert got["module"] == f"vllm.{expected}", got
     assert got["mapped"] and all(m.startswith(expected + ".") for m in got["mapped"]), got
     assert got["has_rms_norm"] and got["same"]
-    # the loader runs no vLLM Python code (kernels layer)
+    # the loader runs no vLLM Python code (it sits below the platforms)
     assert got["vllm_modules"] == [], got["vllm_modules"]
 
 

@@ -2,7 +2,8 @@
 
 Reports the platform and device the plugin would select (from
 ``VLLM_TEMPLATE_DEVICE``, or ``--device``), the versions of vLLM, torch, Triton
-and IPEX, and every vLLM IR op with its providers - each one supported or not,
+and IPEX, which build of vLLM's CPU kernels loads here and why (and how it runs
+bf16), and every vLLM IR op with its providers - each one supported or not,
 with the reason - and the provider priority lists that would apply in eager
 mode and under each compile stage.
 """

@@ -1,11 +1,13 @@
 """The shipped public-domain text, split into training text and a held-out part.
 
 The ``tiny`` embedded model is trained on *Pride and Prejudice* (``text/``,
-see its README for the source). Chapters before :data:`HELD_OUT_FIRST_CHAPTER`
-are training text; the rest is held out: the training script validates on it,
-and :func:`held_out_passage` is the passage whose perplexity the demo reports
-and the e2e tier compares across stock vLLM, the template platform and
-transformers (as evaluation harnesses score a model through vLLM's
+see its README for the source) chapters before :data:`HELD_OUT_FIRST_CHAPTER`,
+together with Austen's five other novels (not shipped: ``tools/train_tiny_model.py``
+reads them, sha256-checked, from where ``tools/austen_from_debian.py`` wrote
+them). The rest of *Pride and Prejudice* is held out: the training script
+validates on it, and :func:`held_out_passage` is the passage whose perplexity
+the demo reports and the e2e tier compares across stock vLLM, the template
+platform and transformers (as evaluation harnesses score a model through vLLM's
 ``prompt_logprobs``).
 
 Paragraphs are re-flowed (the file is hard-wrapped at 70 columns) and the
@@ -59,7 +61,7 @@ def held_out_paragraphs() -> list[str]:
 
 def held_out_passage() -> str:
     """Whole paragraphs from the start of chapter ``PASSAGE_CHAPTER`` (held out),
-    at most ``PASSAGE_MAX_CHARS`` characters: about 250 tokens of the tiny model."""
+    at most ``PASSAGE_MAX_CHARS`` characters: about 220 tokens of the tiny model."""
     passage = ""
     for paragraph in chapters()[PASSAGE_CHAPTER]:
         candidate = passage + PARAGRAPH_SEPARATOR + paragraph if passage else paragraph

@@ -14,7 +14,8 @@ conformance kit, the tests - loads them through :func:`load_cpu_kernels`.
 ``auto``: the CPU's best) forces an older build, so that an AVX-512 machine runs
 the suite as an AVX2-only host would. A build the CPU cannot run is never loaded.
 
-Layer: kernels. This module runs no vLLM Python code - it locates the installed
+Layer: below the platforms (``device.py``'s ``load_libraries`` imports it, so it
+must not import vLLM). This module runs no vLLM Python code - it locates the installed
 ``vllm`` package with ``importlib.util.find_spec`` (which does not import it)
 and ``dlopen``s the chosen extension through ``torch.ops.load_library``, exactly
 what importing the extension does (the builds other than ``_C`` cannot even be
