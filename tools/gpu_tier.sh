@@ -22,7 +22,15 @@
 # RESULTS_DIR/<stage>.txt (machine, versions, wall time, the test outcomes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stage="${1:?usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|all [RESULTS_DIR]}"
+usage="usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|all [RESULTS_DIR]"
+stage="${1:?$usage}"
+case "$stage" in
+kernels | engine | serve | bench | multi | all) ;;
+*)
+    echo "unknown stage: $stage; $usage" >&2
+    exit 2
+    ;;
+esac
 results="$(mkdir -p "${2:-gpu-results}" && cd "${2:-gpu-results}" && pwd)"
 cache="${GPU_TIER_CACHE:-/tmp/gpu-tier}"
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$cache/triton}"
@@ -40,7 +48,8 @@ if [ -n "${GPU_BUNDLE:-}" ]; then
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-python -c "import torch; assert torch.cuda.is_available(), 'the GPU tier needs a CUDA GPU'"
+python -c "import sys, torch; torch.cuda.is_available() or sys.exit(
+    'the GPU tier needs a CUDA GPU: torch ' + torch.__version__ + ' sees none here')"
 
 header() {
     python - <<'EOF'
@@ -92,10 +101,6 @@ run_stage() {
     multi)
         python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \
             2>&1 | tee -a "$out" || rc=1
-        ;;
-    *)
-        echo "unknown stage: $name" >&2
-        return 2
         ;;
     esac
     echo "stage $name: exit $rc, wall $((SECONDS - start)) s" | tee -a "$out"
