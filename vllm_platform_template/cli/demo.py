@@ -266,7 +266,7 @@ def print_human(report: dict[str, Any]) -> None:
         h = report["held_out"]
         n = len(h["token_logprobs"])
         rows.append(
-            ("perplexity", f"{h['perplexity']:.2f} on {n} tokens of {h['passage']} (no penalty)")
+            ("perplexity", f"{h['perplexity']:.2f} on {n} tokens of {h['passage']}, unpenalized")
         )
     t = report["timings"]
     rows.append(("init", f"{t['init_s']:.1f} s"))
