@@ -153,3 +153,15 @@ def test_a_cluster_short_of_the_resource_is_refused_at_once(ray_workers, monkeyp
 def test_a_cluster_with_the_resource_goes_on(ray_workers, monkeypatch) -> None:
     fake = FakeRay(declared=4, running_cluster=True)
     assert len(_initialize(ray_workers, fake, 2, monkeypatch)) == 1
+
+
+def test_a_local_ray_that_cannot_start_says_so(ray_workers, monkeypatch) -> None:
+    # tests/e2e/test_ray.py skips on this sentence (e.g. no /dev/shm, no free port)
+    fake = FakeRay(declared=0, running_cluster=False)
+
+    def init(**kwargs):
+        raise OSError("no free port")
+
+    fake.init = init  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match=f"{ray_workers.COULD_NOT_START}: OSError: no free"):
+        _initialize(ray_workers, fake, 2, monkeypatch)
