@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import importlib.abc
+import importlib.util
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -124,6 +126,70 @@ def _oot_communicator_graph_capture() -> None:
     graph_capture.__template_patched__ = True  # type: ignore[attr-defined]
     graph_capture.__wrapped_original__ = original  # type: ignore[attr-defined]
     GroupCoordinator.graph_capture = graph_capture  # type: ignore[method-assign]
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``callback(module)`` right after module ``name`` is executed (once)."""
+
+    def __init__(self, name: str, callback: Callable[[types.ModuleType], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # one shot; the search below must not come back here
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec is not None else None
+        if loader is None:
+            return spec
+        exec_module = loader.exec_module
+        callback = self.callback
+
+        def exec_then_callback(module: types.ModuleType) -> None:
+            exec_module(module)
+            callback(module)
+
+        loader.exec_module = exec_then_callback  # type: ignore[method-assign]
+        return spec
+
+
+def after_import(name: str, callback: Callable[[types.ModuleType], None]) -> None:
+    """``callback(module)`` now if module ``name`` is imported, else right after its import.
+
+    A patch of a module that costs an import nobody asked for (vLLM's Ray executor
+    imports Ray: about 1.4 s) waits for vLLM to import it.
+    """
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+# vLLM's default Ray executor (VLLM_USE_RAY_V2_EXECUTOR_BACKEND=1).
+RAY_EXECUTOR_MODULE = "vllm.v1.executor.ray_executor_v2"
+
+
+def _ray_custom_resource() -> None:
+    """vLLM's Ray executor with the platform's own Ray resource (``ray_workers``)."""
+    after_import(RAY_EXECUTOR_MODULE, _use_template_ray_workers)
+
+
+def _use_template_ray_workers(module: types.ModuleType) -> None:
+    if getattr(module, "__template_patched__", False):
+        return
+    if importlib.util.find_spec("ray") is None:
+        return  # vLLM's executor says how to install Ray
+    from vllm_platform_template import ray_workers
+
+    # _init_executor looks both names up in its module when it runs.
+    setattr(module, "RayWorkerProc", ray_workers.TemplateRayWorkerProc)  # noqa: B010
+    initialize = module.initialize_ray_cluster
+    setattr(  # noqa: B010  (the rebinding is this patch)
+        module, "initialize_ray_cluster", ray_workers.with_resource_check(initialize)
+    )
+    module.__template_patched__ = True  # type: ignore[attr-defined]
 
 
 def input_fake_mode_for_standalone_compile(
@@ -298,6 +364,36 @@ PATCHES: tuple[Patch, ...] = (
         ),
         apply=_oot_communicator_graph_capture,
         devices=("cuda",),
+    ),
+    Patch(
+        name="ray_custom_resource",
+        why=(
+            "the CPU platform's Ray resource (ray_device_key 'template_cpu') is a custom Ray "
+            "resource, not a Ray accelerator, and vLLM's Ray executor assumes an accelerator "
+            "twice: RayWorkerProc.get_node_and_physical_gpu_ids indexes "
+            "ray.get_runtime_context().get_accelerator_ids() by the key (KeyError for a "
+            "custom resource), and initialize_ray_cluster starts a local Ray instance that "
+            "declares only what Ray detects, then waits 1800 s for a placement group no "
+            "node can hold. Once vLLM imports ray_executor_v2, its RayWorkerProc is "
+            "ray_workers.TemplateRayWorkerProc (no device ids for a custom resource; the "
+            "actor class travels to Ray workers by reference) and its initialize_ray_cluster "
+            "first starts the local instance declaring the resource, or refuses at once "
+            "when the cluster it joins declares too few"
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/v1/executor/ray_executor_v2.py::RayWorkerProc."
+            "get_node_and_physical_gpu_ids and ray_utils.py::initialize_ray_cluster; the "
+            "legacy RayDistributedExecutor (ray_utils.RayWorkerWrapper, the same lookup) is "
+            "not patched: the CPU platform refuses it (devices/cpu/policy.py::"
+            "ray_executor_problem), and vLLM 0.33 removes it"
+        ),
+        remove_when=(
+            "vLLM asks the platform for a Ray worker's device ids (or tolerates a key "
+            "get_accelerator_ids() does not know) and lets the platform declare the "
+            "resources of the Ray instance it starts"
+        ),
+        apply=_ray_custom_resource,
+        devices=("cpu",),
     ),
     Patch(
         name="standalone_compile_input_fake_mode",

@@ -36,6 +36,7 @@ LAYERS = {
     "embedded_model": 1,
     "device": 2,
     "patches": 3,
+    "ray_workers": 3,
     "compiler": 3,
     "graph_wrapper": 3,
     "attention": 3,

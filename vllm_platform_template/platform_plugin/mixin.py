@@ -22,6 +22,8 @@ reserved XPU backend) and report ``PlatformEnum.OOT``; see
 
 from __future__ import annotations
 
+import copy
+import os
 from typing import TYPE_CHECKING, ClassVar
 
 from vllm.platforms.interface import PlatformEnum
@@ -207,6 +209,7 @@ class TemplatePlatformMixin:
         cls._update_compilation(vllm_config, requested_mode, requested_backend)
         cls._update_graphs(vllm_config, capture_sizes)
         cls._check_ir_op_priority(vllm_config)
+        cls._update_ray_runtime_env(vllm_config)
 
     @classmethod
     def _update_worker(cls, vllm_config: VllmConfig) -> None:
@@ -222,6 +225,27 @@ class TemplatePlatformMixin:
     @classmethod
     def _update_device_config(cls, vllm_config: VllmConfig) -> None:
         """Device-specific corrections after the base platform's ``check_and_update_config``."""
+
+    @classmethod
+    def _update_ray_runtime_env(cls, vllm_config: VllmConfig) -> None:
+        """Ray workers on every host select this platform (``policy.ray_worker_env_vars``).
+
+        vLLM hook: ``parallel_config.ray_runtime_env``, which vLLM's Ray executors pass
+        to ``ray.init`` and to each worker actor.
+        """
+        parallel_config = vllm_config.parallel_config
+        if not parallel_config.use_ray:
+            return
+        try:
+            from ray.runtime_env import RuntimeEnv
+        except ImportError:
+            return  # vLLM's Ray executor says how to install Ray
+        requested = parallel_config.ray_runtime_env
+        runtime_env = copy.deepcopy(requested) if requested is not None else RuntimeEnv()
+        runtime_env["env_vars"] = policy.ray_worker_env_vars(
+            os.environ, dict(runtime_env.get("env_vars") or {})
+        )
+        parallel_config.ray_runtime_env = runtime_env
 
     @classmethod
     def _update_compilation(

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from vllm_platform_template.settings import ENV_PREFIX
+
 # vLLM's CompilationMode values, repeated here so this module needs no vLLM.
 MODE_NONE = 0
 MODE_STOCK_TORCH_COMPILE = 1
@@ -217,3 +219,21 @@ def capture_size_problems(capture_sizes: Iterable[int], compile_sizes: Iterable[
                 f"{padded}); add it to cudagraph_capture_sizes or remove it from compile_sizes"
             )
     return problems
+
+
+# vLLM's own variable naming the plugins to load (README, "Picking the device").
+VLLM_PLUGINS_ENV = "VLLM_PLUGINS"
+
+
+def ray_worker_env_vars(environ: Mapping[str, str], requested: Mapping[str, str]) -> dict[str, str]:
+    """``env_vars`` of the Ray runtime env: what a Ray worker process needs when it starts.
+
+    A Ray worker picks its vLLM platform when it imports vLLM - before vLLM's Ray
+    executor hands it the engine's environment - from the environment of the Ray node
+    it runs on, which on another host lacks ``VLLM_TEMPLATE_DEVICE``. So the plugin's
+    variables and ``VLLM_PLUGINS`` travel in the runtime env; variables the user put
+    in ``ray_runtime_env`` win.
+    """
+    env = {k: v for k, v in environ.items() if k.startswith(ENV_PREFIX) or k == VLLM_PLUGINS_ENV}
+    env.update(requested)
+    return env

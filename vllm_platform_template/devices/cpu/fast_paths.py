@@ -95,10 +95,12 @@ def bind_worker_threads(vllm_config: Any, local_rank: int) -> list[int] | None:
     """Pin this worker process and size its OpenMP pool as vLLM does for stock CPU.
 
     Must run before ``CPUWorker.__init__`` (whose ``init_device`` later turns
-    ``torch.set_num_threads`` into a no-op). Only for the multiprocess executor,
-    as in stock vLLM: an in-process engine shares its process with the front end.
+    ``torch.set_num_threads`` into a no-op). Only where each worker has a process
+    of its own: the multiprocess executor, as in stock vLLM, and vLLM's Ray executor
+    (stock vLLM CPU has none; ``local_rank`` counts the workers on this host). An
+    in-process engine shares its process with the front end.
     """
-    if vllm_config.parallel_config.distributed_executor_backend != "mp":
+    if vllm_config.parallel_config.distributed_executor_backend not in ("mp", "ray"):
         return None
     ids = stock_cpu_ids(vllm_config, local_rank)
     if not ids:
