@@ -81,12 +81,14 @@ def test_held_out_passage_is_not_in_training_text() -> None:
 
 def test_concurrent_ensure_model_writes_once_and_all_see_it(tmp_path) -> None:
     """Parallel test workers ask for the model at once (the GPU tier's xdist engines)."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     from vllm_platform_template.embedded_model.writer import ensure_model, is_complete
 
     target = tmp_path / "tiny"
-    with ProcessPoolExecutor(3) as pool:
+    # spawn, not fork: forking this multi-threaded process (torch's threads) can deadlock
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:
         paths = list(pool.map(ensure_model, ["tiny"] * 3, [target] * 3))
     assert paths == [target] * 3
     assert is_complete(target, "tiny")
