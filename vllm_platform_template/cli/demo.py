@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllm_platform_template.settings import COMPILE_STAGES, KERNEL_ROADS
+from vllm_platform_template.settings import COMPILE_STAGES, DEVICE_PACKAGES, KERNEL_ROADS
 
 # The tiny model is trained on Pride and Prejudice (embedded_model/text/).
 DEFAULT_PROMPTS = (
@@ -32,7 +32,11 @@ DEFAULT_PROMPTS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="cpu", help="template backend: cpu, cuda (default cpu)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help=f"template backend: {', '.join(DEVICE_PACKAGES)} (default cpu)",
+    )
     parser.add_argument(
         "--stock", action="store_true", help="run stock vLLM with the plugin inactive instead"
     )
@@ -84,7 +88,7 @@ def checkpoint_dtype(model_dir: Path) -> str:
     if dtype == "bfloat16":
         import torch
 
-        if not torch.cpu._is_avx512_bf16_supported() and not torch.cuda.is_available():
+        if not torch.cpu._is_avx512_bf16_supported() and not torch.accelerator.is_available():
             return "float32"
     return dtype
 

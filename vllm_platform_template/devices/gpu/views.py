@@ -1,31 +1,38 @@
-"""CUDA tensor views that vLLM makes with compiled ops, made with torch alone.
+"""Device views of memory that vLLM makes with compiled ops, made with torch alone.
 
-Two views, both built through ``__cuda_array_interface__`` (torch wraps any
-object describing device memory, no compiled code involved):
+vLLM hooks served: the pinned / UVA buffers of Model Runner V2
+(``vllm.utils.torch_utils.get_accelerator_view_from_cpu_tensor``, reached
+through the patch registry's ``uva_device_view``: vLLM has no platform hook for
+it) and the non-owning outputs of graph capture (vLLM's ``weak_ref_tensor``,
+used by ``graphs.py``). Both views are built through the identity's
+``array_interface`` (``__cuda_array_interface__``: torch wraps any object
+describing device memory, no compiled code involved):
 
-- :func:`cuda_view_of_pinned`: a device view of pinned host memory (below);
-- :func:`non_owning_view`: an alias of a CUDA tensor's memory that does not
-  keep it alive - vLLM's ``weak_ref_tensor`` (``torch.ops._C.weak_ref_tensor``),
-  which CUDA graph wrappers use for the outputs a graph pool owns.
+- :func:`device_view_of_pinned`: a device view of pinned host memory. Model
+  Runner V2 keeps its per-step input buffers in pinned host memory and hands
+  kernels a device view of the same bytes (no copy). Under unified virtual
+  addressing a pinned host allocation has the same address on the device, so
+  the view is an ordinary device tensor over that pointer. vLLM's CUDA build
+  does it with ``torch.ops._C.get_cuda_view_from_cpu_tensor`` and refuses
+  every out-of-tree platform.
+- :func:`non_owning_view`: an alias of a device tensor's memory that does not
+  keep it alive, for the outputs a graph pool owns.
 
-Device views of pinned host memory (unified virtual addressing):
-
-vLLM's Model Runner V2 keeps its per-step input buffers in pinned host memory
-and hands kernels a device view of the same bytes (no copy), through
-``vllm.utils.torch_utils.get_accelerator_view_from_cpu_tensor``. vLLM's CUDA
-build does that with a compiled op (``torch.ops._C.get_cuda_view_from_cpu_tensor``)
-and refuses every out-of-tree platform. Under CUDA's unified virtual
-addressing a pinned host allocation has the same address on the device, so the
-view is an ordinary CUDA tensor over that pointer; ``__cuda_array_interface__``
-lets torch build it without any compiled code. A vendor's device gives the same
-answer with its runtime's host-mapped memory (or tells vLLM it has no UVA).
+A device without this protocol gives the same answers with its runtime's
+host-mapped memory (docs/porting-guide.md, "7. Pinned and UVA buffers").
+Proven by ``tests/unit/test_gpu_platform.py`` (the refusals, any machine) and
+on the device by its ``gpu``-marked tests and ``tests/e2e/test_gpu_engine.py``.
 
 No vLLM import: this is kernel-layer code, used by the patch registry.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+
+from vllm_platform_template.devices.gpu.identity import IDENTITY, torch_module
 
 _TYPESTR = {
     torch.float32: "<f4",
@@ -38,56 +45,60 @@ _TYPESTR = {
     torch.uint8: "|u1",
     torch.bool: "|b1",
 }
+# The one protocol torch.as_tensor reads device memory through.
+SUPPORTED_INTERFACE = "__cuda_array_interface__"
 
 
-class _PinnedHostArray:
-    """Describes a pinned host tensor as device memory; keeps that tensor alive."""
+class _MemoryDescription:
+    """Describes ``tensor``'s memory by address in the identity's array interface.
 
-    def __init__(self, cpu_tensor: torch.Tensor, typestr: str) -> None:
-        self._owner = cpu_tensor  # the view must not outlive the host allocation
-        itemsize = cpu_tensor.element_size()
-        self.__cuda_array_interface__ = {
-            "shape": tuple(cpu_tensor.shape),
-            "strides": tuple(s * itemsize for s in cpu_tensor.stride()),
-            "typestr": typestr,
-            "data": (cpu_tensor.data_ptr(), False),
-            "version": 3,
-        }
+    ``owner`` is kept alive with the description (a pinned host tensor must
+    outlive its device view); a non-owning view passes None.
+    """
 
-
-class _DeviceArray:
-    """Describes device memory by address only; owns nothing."""
-
-    def __init__(self, tensor: torch.Tensor, typestr: str) -> None:
+    def __init__(self, tensor: torch.Tensor, typestr: str, owner: Any) -> None:
+        if IDENTITY.array_interface != SUPPORTED_INTERFACE:
+            raise NotImplementedError(
+                f"device views need identity.py's array_interface ({IDENTITY.array_interface!r}"
+                f" for {IDENTITY.device_type}); torch wraps only {SUPPORTED_INTERFACE}: see "
+                "docs/porting-guide.md, '7. Pinned and UVA buffers'"
+            )
+        self._owner = owner
         itemsize = tensor.element_size()
-        self.__cuda_array_interface__ = {
+        description = {
             "shape": tuple(tensor.shape),
             "strides": tuple(s * itemsize for s in tensor.stride()),
             "typestr": typestr,
             "data": (tensor.data_ptr(), False),
             "version": 3,
         }
+        setattr(self, SUPPORTED_INTERFACE, description)
+
+
+def _typestr(dtype: torch.dtype, what: str) -> str:
+    if dtype not in _TYPESTR:
+        raise ValueError(f"no {what} for dtype {dtype}")
+    return _TYPESTR[dtype]
 
 
 def non_owning_view(tensor: torch.Tensor) -> torch.Tensor:
-    """A tensor over ``tensor``'s CUDA memory that does not keep that memory alive.
+    """A tensor over ``tensor``'s device memory that does not keep that memory alive.
 
-    The caller guarantees the memory outlives the view (a CUDA graph's pool
-    does: the graph writes its outputs there at every replay).
+    The caller guarantees the memory outlives the view (a graph's pool does:
+    the graph writes its outputs there at every replay).
     """
-    if tensor.device.type != "cuda":
-        raise ValueError(f"expected a CUDA tensor, got one on {tensor.device}")
+    if tensor.device.type != IDENTITY.device_type:
+        raise ValueError(f"expected a {IDENTITY.device_type} tensor, got one on {tensor.device}")
     if tensor.numel() == 0:
         return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
     if tensor.dtype == torch.bfloat16:
         return non_owning_view(tensor.view(torch.int16)).view(torch.bfloat16)
-    if tensor.dtype not in _TYPESTR:
-        raise ValueError(f"no non-owning view for dtype {tensor.dtype}")
-    return torch.as_tensor(_DeviceArray(tensor, _TYPESTR[tensor.dtype]), device=tensor.device)
+    described = _MemoryDescription(tensor, _typestr(tensor.dtype, "non-owning view"), None)
+    return torch.as_tensor(described, device=tensor.device)
 
 
-def cuda_view_of_pinned(cpu_tensor: torch.Tensor) -> torch.Tensor:
-    """A CUDA tensor sharing ``cpu_tensor``'s pinned memory (writes are visible both ways).
+def device_view_of_pinned(cpu_tensor: torch.Tensor) -> torch.Tensor:
+    """A device tensor sharing ``cpu_tensor``'s pinned memory (writes are visible both ways).
 
     Raises ``ValueError`` for a tensor that is not on the CPU or not pinned:
     only page-locked memory is mapped into the device's address space.
@@ -95,17 +106,17 @@ def cuda_view_of_pinned(cpu_tensor: torch.Tensor) -> torch.Tensor:
     if cpu_tensor.device.type != "cpu":
         raise ValueError(f"expected a CPU tensor, got one on {cpu_tensor.device}")
     if cpu_tensor.numel() == 0:
-        return torch.empty(cpu_tensor.shape, dtype=cpu_tensor.dtype, device="cuda")
+        return torch.empty(cpu_tensor.shape, dtype=cpu_tensor.dtype, device=IDENTITY.device_type)
     if not cpu_tensor.is_pinned():
         raise ValueError(
             "a device view needs pinned host memory: allocate the tensor with "
             "pin_memory=True (unified virtual addressing maps only page-locked memory)"
         )
-    dtype = cpu_tensor.dtype
-    if dtype == torch.bfloat16:
-        # __cuda_array_interface__ has no bfloat16: map the bytes as int16, reinterpret.
-        return cuda_view_of_pinned(cpu_tensor.view(torch.int16)).view(torch.bfloat16)
-    if dtype not in _TYPESTR:
-        raise ValueError(f"no device view for dtype {dtype}")
-    device = torch.device("cuda", torch.cuda.current_device())
-    return torch.as_tensor(_PinnedHostArray(cpu_tensor, _TYPESTR[dtype]), device=device)
+    if cpu_tensor.dtype == torch.bfloat16:
+        # The array interface has no bfloat16: map the bytes as int16, reinterpret.
+        return device_view_of_pinned(cpu_tensor.view(torch.int16)).view(torch.bfloat16)
+    described = _MemoryDescription(
+        cpu_tensor, _typestr(cpu_tensor.dtype, "device view"), cpu_tensor
+    )
+    device = torch.device(IDENTITY.device_type, torch_module().current_device())
+    return torch.as_tensor(described, device=device)

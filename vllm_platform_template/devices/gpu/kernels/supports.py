@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import torch
 
+from vllm_platform_template.devices.gpu.identity import IDENTITY
+
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _rows_ok(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
     return (
-        x.is_cuda
+        x.device.type == IDENTITY.device_type
         and x.dtype in FLOAT_DTYPES
         and x.dim() >= 1
         and x.stride(-1) == 1
@@ -49,4 +51,9 @@ def fused_add_rms_norm_supports(
 def gelu_and_mul_sparse_supports(
     x: torch.Tensor, std_multiplier: float, approximate: str = "none"
 ) -> bool:
-    return x.is_cuda and x.dtype in FLOAT_DTYPES and x.stride(-1) == 1 and x.shape[-1] % 2 == 0
+    return (
+        x.device.type == IDENTITY.device_type
+        and x.dtype in FLOAT_DTYPES
+        and x.stride(-1) == 1
+        and x.shape[-1] % 2 == 0
+    )
