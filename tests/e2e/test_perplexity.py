@@ -33,7 +33,7 @@ FP32_TOKEN_ABS_TOL = 1e-3
 BF16_REL_TOL = 0.02
 BF16_VS_FP32_REL_TOL = 0.05
 # A random-weight model of this vocabulary scores in the thousands; the trained
-# model about 100 (see docs/results/tiny_perplexity.txt). Below this bound
+# model about 100 (the tests here print it). Below this bound
 # means the trained weights are what ran.
 TRAINED_MAX_PERPLEXITY = 400.0
 

@@ -124,8 +124,7 @@ def needs_compile_sizes(mode: int, compile_sizes: Iterable[object] | None) -> bo
 
 # Default vLLM IR provider priorities, per device and compilation regime. Each
 # device's choices (TemplateDevice.native_under_inductor) are backed by
-# `vllm-template bench-ops` on the reference machines; the figures are in
-# docs/performance.md ("IR provider priorities").
+# `vllm-template bench-ops --for-regime graph` runs on the device.
 # IR ops that the CustomOp road serves instead (custom_ops/layernorm.py).
 CUSTOM_OP_ROAD_OPS = ("rms_norm", "fused_add_rms_norm")
 # The CustomOp names enabled on that road. vLLM names an out-of-tree replacement

@@ -76,7 +76,7 @@ IDENTITY = DeviceIdentity(
 
 
 def torch_module() -> Any:
-    """``torch.<IDENTITY.torch_module>`` (``torch.cuda`` here); raises if torch has none."""
+    """``torch.<IDENTITY.torch_module>``; raises if torch has no such module."""
     module = IDENTITY.torch_module_or_none()
     if module is None:
         raise RuntimeError(
