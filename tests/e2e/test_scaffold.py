@@ -157,6 +157,7 @@ def test_vllm_shows_the_port_its_missing_hooks(projects) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.timeout(900)  # generation, installs and two engine starts (GPU tier: 420 s a test)
 @pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {IDENTITY.device_type} device")
 def test_generated_device_folder_matches_transformers_on_the_device(projects) -> None:
     """GPU tier: the default project's own device-tier parity, eager and with its graphs."""

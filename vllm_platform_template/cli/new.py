@@ -91,7 +91,7 @@ class Edit:
     new: str
 
 
-EDITS = (
+EDITS: tuple[Edit, ...] = (
     # no XPU folder
     Edit("vllm_platform_template/settings.py", '    "xpu": f"{PACKAGE}.devices.xpu",\n', ""),
     Edit(
@@ -229,7 +229,7 @@ def set_identity(source: str, values: dict[str, str | None]) -> str:
         and [getattr(t, "id", None) for t in node.targets] == ["IDENTITY"]
         and isinstance(node.value, ast.Call)
     )
-    keywords = {kw.arg: kw.value for kw in call.keywords}
+    keywords = {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
     if set(keywords) != set(values):
         raise SystemExit(f"{IDENTITY_FILE}: its table has {sorted(keywords)}, not {sorted(values)}")
     lines = source.splitlines(keepends=True)
@@ -335,7 +335,7 @@ def generate(name: str, out: Path, device: str = DEFAULT_DEVICE) -> Path:
         raise SystemExit(f"{out} exists and is not empty; choose another --out")
     root = project_root()
     port = device != DEFAULT_DEVICE
-    edits = EDITS
+    edits: tuple[Edit, ...] = EDITS
     if port:
         edits += (
             Edit(
