@@ -93,6 +93,7 @@ def test_no_identity_or_h100_run_of_this_project_is_left(generated, device: str)
     h100 = [p for p, text in texts.items() if "H100" in text and not H100_ALLOWED.match(p)]
     assert h100 == []
     assert not any(re.search(r"\bxpu\b|ipex", p, re.IGNORECASE) for p in texts)
+    assert [p for p, text in texts.items() if re.search("ipex", text, re.IGNORECASE)] == []
 
 
 # A path of the project (from its root, its package, or the file's own folder), with an

@@ -101,6 +101,11 @@ EDITS: tuple[Edit, ...] = (
     ),
     Edit("pyproject.toml", 'ipex = ["intel-extension-for-pytorch==2.8.*"]\n', ""),
     Edit(
+        "vllm_platform_template/cli/doctor.py",
+        '                "intel-extension-for-pytorch",\n',
+        "",
+    ),
+    Edit(
         ".ci/run",
         "# AVX2 host it is the native path), and the IPEX provider in its own env.\n",
         "# AVX2 host it is the native path).\n",
