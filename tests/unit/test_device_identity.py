@@ -28,7 +28,8 @@ from vllm_platform_template.platform_plugin.activation import (
 )
 
 FOLDER = Path(availability.__file__).parent
-GUIDE = FOLDER.parents[2] / "docs" / "porting-guide.md"
+ROOT = FOLDER.parents[2]
+GUIDE = ROOT / "docs" / "porting-guide.md"
 HOOK_FIELDS = sorted({hook.field for hook in availability.HOOKS})
 # What the folder was written for: none of it may be spelled outside identity.py.
 CUDA_SPELLINGS = {"cuda", "CUDA", "nccl", "CUDA_VISIBLE_DEVICES", "CUDAGraph"}
@@ -78,6 +79,18 @@ def test_the_spelling_check_finds_a_spelling(tmp_path: Path) -> None:
         f"y = {IDENTITY.device_type!r}\n"
     )
     assert len(_spellings(sample)) == 2
+
+
+def test_every_file_of_the_folder_names_its_vllm_hook_and_its_test() -> None:
+    unnamed = []
+    for path in sorted(FOLDER.rglob("*.py")):
+        name = path.relative_to(FOLDER)
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        tests = re.findall(r"tests/[\w/]+\.py", doc)
+        if "vLLM hook" not in doc or not tests:
+            unnamed.append(f"{name}: hook or test missing")
+        unnamed += [f"{name}: no {t}" for t in tests if not (ROOT / t).is_file()]
+    assert unnamed == []
 
 
 def _sections(text: str) -> set[str]:

@@ -13,10 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from vllm.platforms.interface import Platform, PlatformEnum
 
 from vllm_platform_template.devices.gpu import platform as gpu
 from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template.devices.gpu.kernels import supports
 from vllm_platform_template.devices.gpu.views import device_view_of_pinned, non_owning_view
 from vllm_platform_template.devices.gpu.worker import TemplateGPUWorker
 from vllm_platform_template.platform_plugin.activation import PLATFORM_QUALNAMES
@@ -66,6 +68,31 @@ def test_gpu_platform_block_size_default(given: int | None, expected: int) -> No
     config = SimpleNamespace(cache_config=SimpleNamespace(block_size=given))
     gpu.TemplateGpuPlatform._update_device_config(config)  # type: ignore[arg-type]
     assert config.cache_config.block_size == expected
+
+
+def test_kernel_table_takes_only_rows_its_kernels_read() -> None:
+    """The ``supports`` checks on fake device tensors (no device memory is touched)."""
+    try:
+        torch.device(DEVICE)
+    except RuntimeError:
+        pytest.skip(f"torch does not know the device type {DEVICE!r} (its extension is missing)")
+    with FakeTensorMode():
+
+        def empty(*shape: int, stride: tuple[int, ...] | None = None, dtype=torch.bfloat16):
+            stride = stride or torch.empty(shape, device="meta").stride()
+            return torch.empty_strided(shape, stride, device=DEVICE, dtype=dtype)
+
+        x, w = empty(4, 8), empty(8)
+        assert supports.rms_norm_supports(x, w, 1e-6)
+        assert supports.rms_norm_supports(empty(4, 4, stride=(8, 1)), empty(4), 1e-6)  # row stride
+        assert not supports.rms_norm_supports(empty(4, 8, stride=(1, 4)), None, 1e-6)
+        assert not supports.rms_norm_supports(x, empty(8, dtype=torch.float32), 1e-6)
+        assert not supports.rms_norm_supports(empty(4, 8, dtype=torch.int32), None, 1e-6)
+        assert supports.fused_add_rms_norm_supports(x, empty(4, 8), w, 1e-6)
+        assert not supports.fused_add_rms_norm_supports(x, empty(2, 8), w, 1e-6)
+        assert supports.gelu_and_mul_sparse_supports(x, 1.0)
+        assert not supports.gelu_and_mul_sparse_supports(empty(4, 7), 1.0)  # odd width
+    assert not supports.rms_norm_supports(torch.empty(4, 8), None, 1e-6)  # another device
 
 
 def test_uva_view_refuses_unpinned_memory() -> None:

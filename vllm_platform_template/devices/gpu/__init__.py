@@ -22,5 +22,6 @@ graph capture backend                                 ``graphs.py``
 ====================================================  ===============================
 
 ``device.py`` is the device object the layers below the platform read (no vLLM
-import, no Triton import).
+import, no Triton import). Every file's docstring names the vLLM hook it serves
+and the test that proves it (``tests/unit/test_device_identity.py`` checks).
 """

@@ -16,6 +16,12 @@ when ``@triton.jit`` wraps a kernel); that is how ``tests/unit`` checks them.
 
 This ``__init__`` imports neither torch nor triton: :func:`triton_available` does,
 lazily, and the helpers below are for the kernel modules.
+
+vLLM hooks served: ``Platform.import_kernels`` (``device.load_libraries`` imports
+them) and, through ``device.py``'s kernel table, the IR provider, the CustomOps,
+the fused model and the attention kernels (docs/porting-guide.md, "8. Kernels").
+Proven by ``tests/unit/test_triton_kernels_interpret.py`` (Triton's interpreter
+on the CPU) and, on the device, ``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

@@ -33,6 +33,11 @@ Correctness never depends on ``max_query_len``/``max_seq_len`` beyond
 ``max_query_len == 1`` meaning all-decode: the kernels read the real lengths
 from ``seq_lens``/``query_start_loc`` (so CUDA-graph replays with other lengths
 stay correct); the two maxima only pick tile sizes and the split count.
+
+vLLM hook served: the attention kernels of ``TEMPLATE_ATTN``
+(``Platform.get_attn_backend_cls``), through ``attention_kernels.py``. Proven by
+``tests/unit/test_triton_kernels_interpret.py`` and, on the device,
+``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

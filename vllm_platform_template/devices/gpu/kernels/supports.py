@@ -1,8 +1,13 @@
-"""Which calls the Triton kernels take: the GPU kernel table's ``supports`` checks.
+"""Which calls the Triton kernels take: the device kernel table's ``supports`` checks.
 
 Dtype, device and layout only (never the batch size, so dispatch does not
 change with load). The kernels read rows through their stride, so strided rows
 are fine; the last dimension must be contiguous.
+
+vLLM hook served: the IR providers' ``supports_args`` and the CustomOps' choice
+of kernel, through ``device.py``'s kernel table. Proven by
+``tests/unit/test_gpu_platform.py`` (on fake device tensors) and, on the device,
+the conformance kit's ``test_falls_through``.
 """
 
 from __future__ import annotations
