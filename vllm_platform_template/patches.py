@@ -246,7 +246,8 @@ PATCHES: tuple[Patch, ...] = (
             "torch.accelerator.empty_cache() whenever not current_platform.is_cpu(); an "
             "out-of-tree platform backed by the CPU is not is_cpu(), so the EngineCore "
             "process prints 'RuntimeError: Cannot access accelerator device when none is "
-            "available' at every shutdown. CPUModelRunner silences this only in the worker."
+            "available' at every shutdown. vLLM's CPU worker modules (v1/worker/cpu/shm.py) "
+            "make torch.accelerator.empty_cache a no-op only in the worker process."
         ),
         upstream=(
             "vLLM 0.32.0 has no platform hook for the cleanup (e.g. Platform.empty_cache); "
@@ -317,7 +318,7 @@ PATCHES: tuple[Patch, ...] = (
         remove_when="standalone_compile accepts inputs that carry their own fake mode",
         devices=tuple(DEVICE_PACKAGES),
         scope="call",
-        caller="compiler/compiler.py::TemplateCompiler.compile",
+        caller="compiler/compiler.py::TemplateCompiler._aot_eager (fusion_only, fallback)",
     ),
     Patch(
         name="gc_collect_off_during_capture",

@@ -51,7 +51,7 @@ def _provider_fault() -> mock._patch:
     from vllm_platform_template.devices.cpu import kernels as cpu
 
     def fail(*args, **kwargs):
-        raise RuntimeError("injected provider fault in template_cpu rms_norm")
+        raise RuntimeError("injected provider fault in template_cpu fused_add_rms_norm")
 
     # The CPU device's kernel table is built on first use, after this patch.
     return mock.patch.object(cpu, "fused_add_rms_norm_", fail)

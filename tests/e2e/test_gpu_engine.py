@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hf_reference import hf_greedy_on
+from hf_reference import decoding_of, hf_greedy_on
 from logprob_closeness import check_logprobs_close
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
@@ -46,7 +46,7 @@ pytestmark = [
     pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {DEVICE} device"),
 ]
 
-MAX_TOKENS = 24  # the demo's default
+MAX_TOKENS = 32  # the demo's default
 ENGINE = {"max_num_seqs": 8, "gpu_memory_utilization": 0.08, "kv_cache_memory_bytes": 1 << 30}
 FP32_REL_TOL = 1e-4
 PLATFORM = "vllm_platform_template.devices.gpu.platform.TemplateGpuPlatform"
@@ -64,7 +64,7 @@ def hf_gpu_greedy(tiny_model_dir):
 
 def assert_equals_transformers(report: dict, hf_gpu_greedy) -> None:
     assert report["platform"] == PLATFORM
-    expected = hf_gpu_greedy(report["prompt_token_ids"], MAX_TOKENS)
+    expected = hf_gpu_greedy(report["prompt_token_ids"], **decoding_of(report))
     assert report["tokens"] == expected
 
 
@@ -83,7 +83,7 @@ def test_eager_matches_transformers_on_gpu_and_cpu(engine_runs, hf_gpu_greedy, h
     ours = engine_runs.run(*gpu("--enforce-eager"))
     assert ours["attention_backends"] == ["TEMPLATE_ATTN"]
     assert_equals_transformers(ours, hf_gpu_greedy)
-    assert ours["tokens"] == hf_greedy(ours["prompt_token_ids"], max_tokens=MAX_TOKENS)
+    assert ours["tokens"] == hf_greedy(ours["prompt_token_ids"], **decoding_of(ours))
 
 
 @pytest.mark.parametrize("stage", ["graph", "fusion_only"])
@@ -174,7 +174,14 @@ BF16_TOKENS, TOP_K = 64, 5
 
 def bf16_args() -> tuple[str, ...]:
     args = ["--size", "small", "--dtype", "bfloat16", "--enforce-eager"]
-    args += ["--max-tokens", str(BF16_TOKENS), "--logprobs", str(TOP_K)]
+    args += [
+        "--max-tokens",
+        str(BF16_TOKENS),
+        "--logprobs",
+        str(TOP_K),
+        "--repetition-penalty",
+        "1",
+    ]
     for prompt in BF16_PROMPTS:
         args += ["--prompt", prompt]
     return tuple(args)

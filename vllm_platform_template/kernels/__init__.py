@@ -1,8 +1,9 @@
-"""Device-neutral kernel code of the template. No module here imports vLLM.
+"""Device-neutral reference kernels. No module here imports vLLM.
 
-- ``reference``: the semantics in plain torch (readable, the spec of each op).
-- ``paged_attention``: the plain-torch paged attention every device's
-  attention kernels are tested against, and the KV-write slot contract.
+- ``reference``: the semantics of every kernel-table op in plain torch (readable,
+  the spec each device's kernels are tested against, and every device's fallback).
+- ``paged_attention``: the paged KV-cache layout, the one KV-write contract
+  (``_validation.check_slot_mapping``) and the torch reference paged attention.
 
-Each device's own kernels live in its folder (``devices/<name>/``).
+Each device's own kernels live in its folder (``devices/<name>/kernels*``).
 """

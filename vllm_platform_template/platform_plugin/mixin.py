@@ -2,17 +2,22 @@
 
 vLLM hooks served here (``vllm/platforms/interface.py``): the compiler
 (``get_compile_backend``), the pass manager (``get_pass_manager_cls``,
-``pass_key``), the IR kernels and their priorities (``import_ir_kernels``,
-``get_default_ir_op_priority``), the graph split at attention
-(``opaque_attention_op``) and the config hooks (``apply_config_platform_defaults``,
-``check_and_update_config``), which delegate every decision to ``policy`` and
-read every device fact from the platform's ``template_device`` (``device.py``).
+``pass_key``), the static-graph wrapper (``support_static_graph_mode``,
+``get_static_graph_wrapper_cls``), the graph split at attention
+(``opaque_attention_op``), the attention backend (``get_attn_backend_cls``),
+the IR kernels and their priorities (``import_ir_kernels``,
+``get_default_ir_op_priority``) and the config hooks
+(``apply_config_platform_defaults``, ``check_and_update_config``: the worker
+class, compilation, graphs, the compile cache), which leave the decisions to
+``policy`` (and the trusted cache to ``compile_cache``) and read every device
+fact from the platform's ``template_device`` (``device.py``).
 
 The concrete platforms, one per device folder, combine this mixin with vLLM's
 own platform class for the backend (vLLM's ``CpuPlatform`` for the CPU
 reference backend, the plain ``Platform`` for the GPU backend, as a new
-accelerator has no vLLM platform to extend) and report ``PlatformEnum.OOT``;
-see ``devices/cpu/platform.py`` and ``devices/gpu/platform.py``.
+accelerator has no vLLM platform to extend, vLLM's ``XPUPlatform`` for the
+reserved XPU backend) and report ``PlatformEnum.OOT``; see
+``devices/<name>/platform.py``.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ if _version_problem is not None:
 
 
 class TemplatePlatformMixin:
-    """Hooks shared by the CPU and CUDA template platforms."""
+    """Hooks shared by every template platform (CPU, CUDA, XPU)."""
 
     _enum = PlatformEnum.OOT
     template_device: ClassVar[TemplateDevice]

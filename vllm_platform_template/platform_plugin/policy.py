@@ -82,9 +82,10 @@ def resolve_compilation(
 ) -> CompileDecision:
     """Mode and backend for the template platform.
 
-    ``requested_*`` are the values before ``CpuPlatform.check_and_update_config``
-    rewrote them (it turns VLLM_COMPILE into DYNAMO_TRACE_ONCE + plain Inductor,
-    which would never call a custom compiler).
+    ``requested_*`` are the values before the base platform's
+    ``check_and_update_config`` ran (vLLM's ``CpuPlatform`` turns VLLM_COMPILE
+    into DYNAMO_TRACE_ONCE + plain Inductor, which would never call a custom
+    compiler).
     """
     if lora_enabled and requested_mode != MODE_NONE:
         return CompileDecision(
@@ -122,9 +123,6 @@ def needs_compile_sizes(mode: int, compile_sizes: Iterable[object] | None) -> bo
     return mode == MODE_VLLM_COMPILE and compile_sizes is None
 
 
-# Default vLLM IR provider priorities, per device and compilation regime. Each
-# device's choices (TemplateDevice.native_under_inductor) are backed by
-# `vllm-template bench-ops --for-regime graph` runs on the device.
 # IR ops that the CustomOp road serves instead (custom_ops/layernorm.py).
 CUSTOM_OP_ROAD_OPS = ("rms_norm", "fused_add_rms_norm")
 # The CustomOp names enabled on that road. vLLM names an out-of-tree replacement
@@ -133,6 +131,9 @@ CUSTOM_OP_ROAD_OPS = ("rms_norm", "fused_add_rms_norm")
 CUSTOM_OP_ROAD_OP_NAMES = ("RMSNorm",)
 
 
+# Default vLLM IR provider priorities, per device and compilation regime. Each
+# device's choices (TemplateDevice.native_under_inductor) are backed by
+# `vllm-template bench-ops --for-regime graph` measurements on that device.
 def default_ir_op_priority(
     provider: str,
     provider_ops: Iterable[str],
