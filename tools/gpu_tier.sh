@@ -89,7 +89,7 @@ run_stage() {
     engine)
         # One engine per test, each with a 1 GiB KV cache: several fit the GPU at once.
         python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 -n "${GPU_TIER_ENGINES:-8}" \
-            --dist loadgroup tests/e2e/test_gpu_engine.py 2>&1 | tee -a "$out" || rc=1
+            --dist loadgroup -m gpu tests/e2e/test_gpu_engine.py tests/e2e/test_scaffold.py 2>&1 | tee -a "$out" || rc=1
         ;;
     serve)
         python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 tests/e2e/test_gpu_serving.py \

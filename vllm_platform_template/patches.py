@@ -10,9 +10,9 @@ exists, the upstream reference and when to remove it. Two kinds:
 - scoped patches (``scope="call"``) rebind an object for one call or one
   instance; the function that does it lives here and the listed caller calls it.
 
-This module imports nothing from the plugin but its logger (and, inside a patch,
-the device API), so the compiler and the graph wrapper call it without
-importing the platform layer.
+This module imports nothing from the plugin but its logger and settings (and,
+inside a patch, the device API), so the compiler and the graph wrapper call it
+without importing the platform layer.
 """
 
 from __future__ import annotations
@@ -29,8 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.settings import DEVICE_PACKAGES
 
 logger = get_logger(__name__)
+
+# The devices that are not the CPU reference backend: plain-Platform accelerators, whose
+# pinned-memory views and communicator capture vLLM reserves for its in-tree platforms.
+ACCELERATORS = tuple(device for device in DEVICE_PACKAGES if device != "cpu")
 
 
 @dataclass(frozen=True)
@@ -328,9 +333,9 @@ PATCHES: tuple[Patch, ...] = (
             "and reads them on the device through get_accelerator_view_from_cpu_tensor, "
             "which serves CUDA/ROCm (vllm._C) and XPU and raises for every out-of-tree "
             "platform ('currently not supported in: cuda'), though the platform says pinned "
-            "memory, hence UVA, is available. The template GPU platform answers with "
-            "TemplateDevice.pinned_device_view (GPU: devices/gpu/cuda_views.py, a zero-copy "
-            "CUDA view of the pinned tensor, torch only)."
+            "memory, hence UVA, is available. A template accelerator answers with "
+            "TemplateDevice.pinned_device_view (GPU: devices/gpu/views.py, a zero-copy "
+            "device view of the pinned tensor, torch only); others keep vLLM's answer."
         ),
         upstream=(
             "vLLM 0.32.0 vllm/utils/torch_utils.py::get_accelerator_view_from_cpu_tensor "
@@ -341,7 +346,7 @@ PATCHES: tuple[Patch, ...] = (
             "buffers on a platform answer other than is_pin_memory_available()"
         ),
         apply=_uva_device_view,
-        devices=("cuda",),
+        devices=ACCELERATORS,
     ),
     Patch(
         name="oot_communicator_graph_capture",
@@ -351,7 +356,7 @@ PATCHES: tuple[Patch, ...] = (
             "communicator is vLLM's CudaCommunicator or XpuCommunicator, so tensor or "
             "pipeline parallel with graphs dies at the first capture on an out-of-tree "
             "platform. Patched, a communicator that defines graph_capture(context) (the "
-            "template GPU communicator: a side stream that waits for the current one) "
+            "GPU folder's communicator: a side stream that waits for the current one) "
             "provides the context; every other communicator gets vLLM's own"
         ),
         upstream=(
@@ -363,7 +368,7 @@ PATCHES: tuple[Patch, ...] = (
             "DeviceCommunicatorBase hook) instead of asserting on its class"
         ),
         apply=_oot_communicator_graph_capture,
-        devices=("cuda",),
+        devices=ACCELERATORS,
     ),
     Patch(
         name="ray_custom_resource",
@@ -407,7 +412,7 @@ PATCHES: tuple[Patch, ...] = (
             "(vllm/compilation/compiler_interface.py) applies the same workaround"
         ),
         remove_when="standalone_compile accepts inputs that carry their own fake mode",
-        devices=("cpu", "cuda", "xpu"),
+        devices=tuple(DEVICE_PACKAGES),
         scope="call",
         caller="compiler/compiler.py::TemplateCompiler._aot_eager (fusion_only, fallback)",
     ),
@@ -423,7 +428,7 @@ PATCHES: tuple[Patch, ...] = (
             "the same way when CUDAGraphOptions.gc_disable is set"
         ),
         remove_when="torch's graph capture stops collecting garbage, or offers a flag for it",
-        devices=("cpu", "cuda", "xpu"),
+        devices=tuple(DEVICE_PACKAGES),
         scope="call",
         caller="graph_wrapper/wrapper.py::TemplateGraphWrapper._capture (gc_disable)",
     ),

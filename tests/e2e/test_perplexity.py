@@ -36,7 +36,7 @@ FP32_TOKEN_ABS_TOL = 1e-3
 BF16_REL_TOL = 0.02
 BF16_VS_FP32_REL_TOL = 0.05
 # A random-weight model of this vocabulary scores in the thousands; the trained
-# model about 44 (docs/results/tiny_perplexity.txt). At most 60 is the goal the
+# model about 44 (the tests here print it). At most 60 is the goal the
 # shipped weights meet: anything above means other weights ran.
 TRAINED_MAX_PERPLEXITY = 60.0
 

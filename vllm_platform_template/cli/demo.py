@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllm_platform_template.settings import COMPILE_STAGES, KERNEL_ROADS
+from vllm_platform_template.settings import COMPILE_STAGES, DEVICE_PACKAGES, KERNEL_ROADS
 
 # The tiny model is trained on Pride and Prejudice (embedded_model/text/).
 DEFAULT_PROMPTS = (
@@ -41,7 +41,11 @@ DEFAULT_REPETITION_PENALTY = 1.2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="cpu", help="template backend: cpu, cuda (default cpu)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help=f"template backend: {', '.join(DEVICE_PACKAGES)} (default cpu)",
+    )
     parser.add_argument(
         "--stock", action="store_true", help="run stock vLLM with the plugin inactive instead"
     )

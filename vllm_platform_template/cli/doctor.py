@@ -1,9 +1,9 @@
 """``vllm-template doctor``: what would run here, and why.
 
 Reports the platform and device the plugin would select (from
-``VLLM_TEMPLATE_DEVICE``, or ``--device``), the versions of vLLM, torch, Triton
-and IPEX, which build of vLLM's CPU kernels loads here and why (and how it runs
-bf16), and every vLLM IR op with its providers - each one supported or not,
+``VLLM_TEMPLATE_DEVICE``, or ``--device``), the versions of vLLM, torch and the
+kernel libraries, which build of vLLM's CPU kernels loads here and why (and how
+it runs bf16), and every vLLM IR op with its providers - each one supported or not,
 with the reason - and the provider priority lists that would apply in eager
 mode and under each compile stage.
 """

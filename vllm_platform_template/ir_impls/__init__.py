@@ -2,7 +2,7 @@
 
 vLLM hook: ``Platform.import_ir_kernels`` imports this package in every process
 that dispatches IR ops. Importing it registers one provider per device
-(``template_cpu``, ``template_triton``, ``template_ipex``: ``TemplateDevice.ir_provider``)
+(``TemplateDevice.ir_provider``, e.g. ``template_cpu`` for the CPU folder)
 for each IR op the device's kernel table implements (``TemplateDevice.ir_ops``),
 with ``vllm.ir.ops.<op>.register_impl``. The kernels and their argument checks
 live in the device folders and import without vLLM; nothing here is device-specific.

@@ -133,10 +133,9 @@ CUSTOM_OP_ROAD_OPS = ("rms_norm", "fused_add_rms_norm")
 CUSTOM_OP_ROAD_OP_NAMES = ("RMSNorm",)
 
 
-# Default vLLM IR provider priorities, per device and compilation regime. The
-# CPU's and the GPU's choices (TemplateDevice.native_under_inductor) are backed by
-# measurements on the reference machines (docs/performance.md: "IR provider
-# priorities", "GPU"); the XPU's are a placeholder until one is measured.
+# Default vLLM IR provider priorities, per device and compilation regime. Each
+# device's choices (TemplateDevice.native_under_inductor) are backed by
+# `vllm-template bench-ops --for-regime graph` measurements on that device.
 def default_ir_op_priority(
     provider: str,
     provider_ops: Iterable[str],

@@ -56,7 +56,7 @@ DEVICE = TemplateDevice(
     attention=attention_kernels,
     # vLLM's C++ RMSNorm kernels beat Inductor's generated code at decode and mid
     # shapes and about tie at the largest; the sparse GELU reduction is faster fused
-    # by Inductor (docs/performance.md, "IR provider priorities").
+    # by Inductor (`vllm-template bench-ops --for-regime graph`).
     native_under_inductor=("gelu_and_mul_sparse",),
     # The emulation costs a copy per piece and saves nothing: no graphs unless asked.
     default_graph_mode="NONE",

@@ -2,8 +2,8 @@
 
 An out-of-tree platform reports ``PlatformEnum.OOT``, so ``is_cpu()`` is False
 and vLLM silently skips its CPU fast paths. Measured on a 2-core EPYC with a
-~100M bf16 Llama, a naive OOT CPU platform decodes at 0.5-0.7x stock
-(docs/performance.md). The template wins them back with its own hooks - the worker
+~100M bf16 Llama, a naive OOT CPU platform decodes at 0.5-0.7x stock.
+The template wins them back with its own hooks - the worker
 subclass and the platform's config hooks - never by reporting ``is_cpu()``
 (that would also route CustomOps to ``forward_cpu`` and bypass the plugin's
 own ``forward_oot`` kernels):
