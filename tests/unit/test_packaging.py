@@ -9,9 +9,9 @@ torch 2.13) would be missing here, and this test names it. ``cuda`` (the CUDA
 from __future__ import annotations
 
 import importlib.metadata
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
