@@ -546,23 +546,28 @@ class AttentionLaunchConfig:
     num_stages: int
 
 
-def prefill_launch_config(max_query_len: int, group: int, head_size: int) -> AttentionLaunchConfig:
+def prefill_launch_config(
+    max_query_len: int, group: int, head_size: int, element_size: int = 2
+) -> AttentionLaunchConfig:
     """Tile of the general kernel: rows = query tokens x heads of a KV head's group.
 
     Short queries (decode-like rows in a mixed batch) get 16-row tiles; long
     prefills get 128-row tiles with 64 keys a step (64 rows, 32 keys for
-    head sizes above 128, to stay within registers and shared memory). Four
-    warps, two stages: on an H100 (bf16, 32/8 heads of 128) that reached about
-    220 TFLOP/s for a 4096-token prefill, within 2% of the best of a sweep over
-    rows 64/128, keys 32/64/128, warps 4/8 and stages 1-4.
+    head sizes above 128 or 4-byte elements, to stay within registers and
+    shared memory). Four warps, two stages: on an H100 (bf16, 32/8 heads of
+    128) that reached about 220 TFLOP/s for a 4096-token prefill, within 2% of
+    the best of a sweep over rows 64/128, keys 32/64/128, warps 4/8 and stages
+    1-4. fp32 at 128 rows x 128 dims spilled registers into local memory so
+    large that the launch failed with "CUDA out of memory" on an H100 shared
+    by 16 test processes.
     """
     rows = max(1, max_query_len) * group
     block_m = 16 if rows <= 16 else 32 if rows <= 32 else 64 if rows <= 64 else 128
     block_d = max(16, next_power_of_2(head_size))
-    if block_d > 128:
+    if block_d > 128 or (element_size > 2 and block_d >= 128):
         block_m = min(block_m, 64)
     block_m = max(block_m, next_power_of_2(group))
-    tile_n = 64 if block_m >= 64 and block_d <= 128 else 32
+    tile_n = 64 if block_m >= 64 and block_d <= 128 and element_size <= 2 else 32
     return AttentionLaunchConfig(block_m, tile_n, num_warps=4, num_stages=2)
 
 
@@ -841,7 +846,7 @@ def paged_attention(
             )
         return output
 
-    cfg = prefill_launch_config(max_query_len, group, head_size)
+    cfg = prefill_launch_config(max_query_len, group, head_size, query.element_size())
     block_q = cfg.block_m // group
     grid = (num_tokens // block_q + num_reqs, num_kv_heads)
     _paged_attention_kernel[grid](
