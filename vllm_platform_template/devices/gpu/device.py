@@ -19,14 +19,16 @@ from vllm_platform_template.devices.gpu.kernels import supports, triton_availabl
 
 
 def kernel_table() -> KernelTable:
-    from vllm_platform_template.devices.gpu.kernels import activation, layernorm, rotary
+    from vllm_platform_template.devices.gpu.kernels import activation, library, rotary
 
+    # The IR ops' kernels go through their torch operators (kernels/library.py), so
+    # that IR lowering can trace them into compiled pieces.
     return KernelTable(
-        rms_norm=layernorm.rms_norm,
+        rms_norm=library.rms_norm,
         rms_norm_supports=supports.rms_norm_supports,
-        fused_add_rms_norm=layernorm.fused_add_rms_norm_,
+        fused_add_rms_norm=library.fused_add_rms_norm_,
         fused_add_rms_norm_supports=supports.fused_add_rms_norm_supports,
-        gelu_and_mul_sparse=activation.gelu_and_mul_sparse,
+        gelu_and_mul_sparse=library.gelu_and_mul_sparse,
         gelu_and_mul_sparse_supports=supports.gelu_and_mul_sparse_supports,
         silu_and_mul=activation.silu_and_mul,
         rotary_embedding_=rotary.rotary_embedding_,
