@@ -66,6 +66,8 @@ def test_failing_stage_runs_piece_eagerly(engine_runs, tmp_path) -> None:
     report = engine_runs.run_with_fault("compile_stage", cache_root=tmp_path)
     assert "error" not in report, report.get("traceback")
     assert len(report["compile"]["fallbacks"]) == 3
+    causes = report["compile"]["fallback_causes"].values()
+    assert len(causes) == 3 and all("injected compile-stage fault" in c for c in causes)
     assert report["tokens"] == stock["tokens"]
     warnings = [
         line for line in report["_stderr"].splitlines() if "stage failed for artifact" in line

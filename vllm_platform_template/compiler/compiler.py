@@ -55,6 +55,29 @@ INDUCTOR_POST_PASS_KEY = "post_grad_custom_post_pass"
 ARTIFACT_SUFFIX = ".template-aot"
 
 
+def _any_op(name: str) -> bool:
+    """Every op may be pickled with the piece (the plugin's and vLLM's custom ops too)."""
+    return True
+
+
+def _eager_output_code(gm: fx.GraphModule, inputs: list[Any]) -> Any:
+    """The piece as an eager FX graph, in the form AOTAutograd's bundled cache stores.
+
+    With ``aot=True`` AOTAutograd bundles the inner compiler's result into the
+    artifact and asserts that it is an ``OutputCode`` (torch 2.11 raised
+    "expected OutputCode, got <class 'function'>" for a plain boxed callable on
+    every piece; torch 2.13 accepts both). ``RegionalOutputCode`` is torch's
+    ``OutputCode`` for an FX graph run eagerly, pickled with ``GraphPickler``.
+    """
+    try:
+        from torch._inductor.output_code import RegionalOutputCode
+    except ImportError:  # a torch without it: the boxed callable
+        from torch._dynamo.backends.debugging import boxed_nop
+
+        return boxed_nop(gm, inputs)
+    return RegionalOutputCode(gm, ops_filter=_any_op)
+
+
 def _dynamic_shapes(compile_range: Range) -> Literal["from_example_inputs", "from_graph"]:
     return "from_example_inputs" if compile_range.is_single_size() else "from_graph"
 
@@ -155,11 +178,9 @@ class TemplateCompiler(CompilerInterface):
         pass_manager = compiler_config[TEMPLATE_PASS_KEY]
 
         def run_passes(gm: fx.GraphModule, inner_inputs: list[Any], **_: Any) -> Any:
-            from torch._dynamo.backends.debugging import boxed_nop
-
             pass_manager(gm.graph)
             gm.recompile()
-            return boxed_nop(gm, inner_inputs)
+            return _eager_output_code(gm, inner_inputs)
 
         return self._aot_eager(
             graph, example_inputs, compiler_config, compile_range, key, run_passes
@@ -198,6 +219,7 @@ class TemplateCompiler(CompilerInterface):
     def _fallback(self, graph, example_inputs, compiler_config, compile_range, key, error, stage):
         piece = _piece_name(key, compile_range)
         STATS.fallbacks.append(piece)
+        STATS.fallback_causes[piece] = f"{type(error).__name__}: {error}"[:500]
         if piece not in self._warned:
             self._warned.add(piece)
             logger.warning(
@@ -210,9 +232,7 @@ class TemplateCompiler(CompilerInterface):
             )
 
         def no_passes(gm: fx.GraphModule, inner_inputs: list[Any], **_: Any) -> Any:
-            from torch._dynamo.backends.debugging import boxed_nop
-
-            return boxed_nop(gm, inner_inputs)
+            return _eager_output_code(gm, inner_inputs)
 
         try:
             # Still an AOT artifact, so the mega cache can store it.

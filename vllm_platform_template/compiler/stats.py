@@ -17,6 +17,7 @@ class CompileStats:
     compiled_pieces: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     fallbacks: list[str] = field(default_factory=list)
+    fallback_causes: dict[str, str] = field(default_factory=dict)  # piece -> "Error: message"
     fusion_matches: dict[str, int] = field(default_factory=dict)
     lowering: dict[str, dict[str, int]] = field(default_factory=dict)
     attention_nodes_in_pieces: int = 0  # must stay 0: the graph is split at attention
@@ -38,6 +39,7 @@ def snapshot() -> dict[str, Any]:
         "compiled": list(STATS.compiled_pieces),
         "seconds": dict(STATS.seconds),
         "fallbacks": list(STATS.fallbacks),
+        "fallback_causes": dict(STATS.fallback_causes),
         "fusion_matches": dict(STATS.fusion_matches),
         "lowering": {op: dict(v) for op, v in STATS.lowering.items()},
         "attention_nodes_in_pieces": STATS.attention_nodes_in_pieces,
