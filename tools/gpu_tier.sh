@@ -6,7 +6,8 @@
 #   kernels   Triton kernel tests, CUDA graph backend tests, the conformance kit on CUDA
 #   engine    vLLM engines on the GPU platform: parity with transformers in every mode,
 #             warm start, perplexity, bf16, faults (tests/e2e/test_gpu_engine.py)
-#   serve     vllm-template serve under 64 concurrent requests, clean shutdown
+#   serve     vllm-template serve under 64 concurrent requests, clean shutdown; the
+#             plugin `vllm-template new` generates, its parity run on this device
 #   bench     the GPU benchmarks (kernels, graphs)
 #   multi     tensor and pipeline parallel on two GPUs (skips with fewer)
 #   all       every stage above, in that order
@@ -37,6 +38,8 @@ cache="${GPU_TIER_CACHE:-/tmp/gpu-tier}"
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$cache/triton}"
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$cache/inductor}"
 export PYTHONUNBUFFERED=1
+# Print each failure when it happens: a call cut off at its limit still says why.
+export TEMPLATE_TEST_FAILURES_AT_ONCE=1
 jobs="${GPU_TIER_JOBS:-$(nproc)}"
 
 if [ -n "${GPU_BUNDLE:-}" ]; then
@@ -72,7 +75,8 @@ pytest_stage() {  # pytest_stage NAME WORKERS ARGS...
     local name=$1 workers=$2
     shift 2
     local xdist=()
-    [ "$workers" -gt 1 ] && xdist=(-n "$workers" --dist loadfile)
+    # --dist load: test by test (loadfile would give all of test_triton_kernels.py to one worker)
+    [ "$workers" -gt 1 ] && xdist=(-n "$workers" --dist load)
     python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 300 "${xdist[@]}" "$@"
 }
 
@@ -81,7 +85,12 @@ run_stage() {
     { header; echo "stage $name"; } >"$out"
     case "$name" in
     kernels)
-        pytest_stage kernels "$jobs" -m gpu tests/gpu tests/unit/test_gpu_platform.py \
+        pytest_stage kernels "$jobs" -m gpu tests/gpu 2>&1 | tee -a "$out" || rc=1
+        # vLLM resolves its platform when these import it: the template's GPU platform, since a
+        # pure-Python vLLM's own CUDA platform cannot load (no compiled vLLM on the machine).
+        VLLM_TEMPLATE_DEVICE=cuda pytest_stage platform 1 -m gpu tests/unit/test_gpu_platform.py \
+            2>&1 | tee -a "$out" || rc=1
+        VLLM_TEMPLATE_DEVICE=cuda pytest_stage communicator 1 \
             tests/unit/test_communicator_graph_capture.py 2>&1 | tee -a "$out" || rc=1
         pytest_stage conformance "$jobs" tests/unit/test_conformance.py -k template_triton \
             2>&1 | tee -a "$out" || rc=1
@@ -89,11 +98,16 @@ run_stage() {
     engine)
         # One engine per test, each with a 1 GiB KV cache: several fit the GPU at once.
         python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 -n "${GPU_TIER_ENGINES:-8}" \
-            --dist loadgroup -m gpu tests/e2e/test_gpu_engine.py tests/e2e/test_scaffold.py 2>&1 | tee -a "$out" || rc=1
+            --dist loadgroup -m gpu tests/e2e/test_gpu_engine.py 2>&1 | tee -a "$out" || rc=1
         ;;
     serve)
-        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 tests/e2e/test_gpu_serving.py \
-            2>&1 | tee -a "$out" || rc=1
+        # The server under load, then the generated plugin's (vllm-template new) parity run
+        # on this device.
+        # One after the other: the shutdown test measures the whole device's memory.
+        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 \
+            tests/e2e/test_gpu_serving.py 2>&1 | tee -a "$out" || rc=1
+        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 \
+            -m gpu tests/e2e/test_scaffold.py 2>&1 | tee -a "$out" || rc=1
         ;;
     bench)
         python benchmarks/gpu_kernels.py --json "$results/gpu_kernels.json" 2>&1 | tee -a "$out" || rc=1

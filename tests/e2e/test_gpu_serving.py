@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from test_serving import Server, check_clean_shutdown, check_concurrent_load, start_server
 
-from vllm_platform_template.devices.gpu.device import DEVICE as GPU
 from vllm_platform_template.devices.gpu.identity import IDENTITY, torch_module
 
 pytestmark = [
@@ -53,7 +52,12 @@ def gpu_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def test_concurrent_load_on_the_gpu(gpu_server: Server) -> None:
-    assert GPU.ir_provider in gpu_server.log.read_text()  # the GPU platform's IR provider
+    # The engine holds device memory (its KV cache at least): the server runs on the GPU.
+    # (No log line is a reliable mark of the platform: in the default graph stage the IR
+    # ops stay native, for Inductor, and vLLM's "plugin is activated" line did not reach
+    # the server's log on the H100. With a pure-Python vLLM no other platform can run.)
+    kv_cache = 256 << 20
+    assert _gpu_used_bytes() - gpu_server.gpu_used_before >= kv_cache  # type: ignore[attr-defined]
     check_concurrent_load(gpu_server)
 
 
