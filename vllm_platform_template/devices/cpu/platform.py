@@ -15,6 +15,7 @@ from vllm.platforms.cpu import CpuPlatform
 from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.devices.cpu.device import DEVICE
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.patches import apply_patch
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
 
 if TYPE_CHECKING:
@@ -37,6 +38,14 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
     # its torch device name here (e.g. "npu" via PrivateUse1).
     device_name = "cpu"
     device_type = "cpu"
+
+    def __init__(self) -> None:
+        # vLLM instantiates the platform once, when it becomes this process's current
+        # platform; a process may never load the general plugins (vLLM's test harness
+        # calls cleanup_dist_env_and_memory without building an engine), so the cleanup
+        # patch is applied here (patches.py, accelerator_cache_without_accelerator).
+        super().__init__()
+        apply_patch("accelerator_cache_without_accelerator")
 
     @classmethod
     def import_kernels(cls) -> None:
