@@ -12,7 +12,8 @@ every test, by node id, in a JSON file; the run itself is vLLM's.
   ``passed`` / ``failed`` / ``skipped`` / ``excluded`` per node id. A failure or
   error in setup, call or teardown is ``failed``; pytest's xfail is
   ``skipped``, its (non-strict) xpass ``passed``; a file that cannot be
-  collected and is not excluded is ``failed`` under the file's path.
+  collected and is not excluded is ``failed`` under the file's path, one that
+  skips itself whole at import ``skipped``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if report.failed:
         _record(report.nodeid, "excluded" if _is_excluded(report.nodeid) else "failed")
+    elif report.skipped:  # a module that skips itself at import (pytest.skip(allow_module_level))
+        _record(report.nodeid, "excluded" if _is_excluded(report.nodeid) else "skipped")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -225,6 +225,9 @@ def test_the_plugin_records_outcomes_and_deselects(up, tmp_path: Path) -> None:
         "def test_teardown(broken): pass\n"
     )
     (tests / "test_broken.py").write_text("import not_a_module\n")
+    (tests / "test_gated.py").write_text(
+        "import pytest\npytest.skip('no device', allow_module_level=True)\n"
+    )
     (tests / "test_unlisted_broken.py").write_text("import not_a_module\n")
     exclude = tmp_path / "exclude.json"
     exclude.write_text(json.dumps(["tests/test_a.py::test_out", "tests/test_broken.py"]))
@@ -248,6 +251,7 @@ def test_the_plugin_records_outcomes_and_deselects(up, tmp_path: Path) -> None:
         "tests/test_a.py::test_skip": "skipped",
         "tests/test_a.py::test_teardown": "failed",
         "tests/test_broken.py": "excluded",
+        "tests/test_gated.py": "skipped",
         "tests/test_unlisted_broken.py": "failed",
     }
 
