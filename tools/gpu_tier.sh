@@ -89,6 +89,15 @@ run_stage() {
         python benchmarks/gpu_kernels.py --json "$results/gpu_kernels.json" 2>&1 | tee -a "$out" || rc=1
         python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" 2>&1 | tee -a "$out" || rc=1
         ;;
+    upstream)
+        # vLLM's own tests/kernels/ir and compile tests with the GPU platform active (the
+        # groups of tests/upstream/selection.toml; docs/conformance.md, "On a GPU"). Needs
+        # pip install tblib pytest-asyncio pytest-mock pytest-forked, and vLLM's sdist in
+        # ~/.cache/vllm-platform-template/upstream (downloaded there when PyPI is reachable).
+        python tools/upstream_tests.py --device cuda --mode template --group kernels-ir \
+            --group compile-passes --group compile-unit --json "$results/upstream.json" \
+            2>&1 | tee -a "$out" || rc=1
+        ;;
     multi)
         python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \
             2>&1 | tee -a "$out" || rc=1
