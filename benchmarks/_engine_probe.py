@@ -62,7 +62,7 @@ def main() -> None:
 
     kwargs: dict[str, Any] = {
         "model": str(model_dir),
-        "dtype": spec.get("dtype") or checkpoint_dtype(model_dir),
+        "dtype": spec.get("dtype") or checkpoint_dtype(model_dir, variant["device"] or "cpu"),
         "max_model_len": preset.max_position_embeddings,
         "kv_cache_memory_bytes": spec.get("kv_cache_mib", 1024) << 20,
         "enable_prefix_caching": False,

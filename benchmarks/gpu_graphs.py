@@ -22,7 +22,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gpu")]
 
 from toy_decoder import PiecewiseGraphs, ToyConfig, ToyDecoder  # noqa: E402
 
-from vllm_platform_template.devices.gpu.graphs import CudaGraphBackend  # noqa: E402
+from vllm_platform_template.devices.gpu.graphs import DeviceGraphBackend  # noqa: E402
 
 
 def step_ms(fn, x: torch.Tensor, steps: int = 200) -> float:
@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     config = ToyConfig()
     model = ToyDecoder(config)
-    graphs = PiecewiseGraphs(model, CudaGraphBackend(torch.cuda.graph_pool_handle()))
+    graphs = PiecewiseGraphs(model, DeviceGraphBackend(torch.cuda.graph_pool_handle()))
     start = time.perf_counter()
     for batch in range(8, 0, -1):
         graphs.capture(batch)

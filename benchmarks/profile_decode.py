@@ -6,7 +6,8 @@ batch-1 requests, and prints the share of each part of a step::
 
     python benchmarks/profile_decode.py --size small [--variants stock,template-graph]
 
-Needs ``py-spy`` (in the ``dev`` extra). Sampling slows both variants alike;
+Needs ``py-spy`` beside the Python running it (``pip install py-spy``; not in
+the ``dev`` extra). Sampling slows both variants alike;
 read shares, not speeds, from it.
 """
 

@@ -1,4 +1,4 @@
-"""Engine init seconds, cold and warm, for stock CPU and both template compile stages.
+"""Engine init seconds, cold and warm: stock CPU, both template compile stages, the fused model.
 
 Cold: a fresh compile cache. Warm: a second start on the same cache. All
 variants in one run, side by side::

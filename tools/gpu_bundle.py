@@ -13,18 +13,31 @@ and without network can run the whole GPU tier from a bundle made elsewhere:
 What goes in is computed, not hand-listed: the ``vllm`` wheel's own
 requirements (``Requires-Dist``, markers evaluated for the GPU machine's
 Python on Linux x86-64), minus every project the machine already has (its
-``pip list``, either format), resolved by pip with the machine's versions as
-constraints; then everything pip would add that the machine lacks. Torch is
-never packed: the machine's own torch runs vLLM's Python (the point of a plain
-``Platform``); packages vLLM imports on every path whose requirements pip
-cannot resolve against the machine's torch (``MACHINE_TORCH_PACKAGES``) are
-packed without their torch/CUDA requirements. From the vLLM wheel every file
-is taken except machine code (recognised by its first bytes: ELF, Mach-O, PE,
-CUDA fat binaries, whatever the name) and the parts in ``VLLM_LEFT_OUT``; the
-distributions in ``DISTRIBUTIONS_LEFT_OUT`` (required by vLLM, imported by no
-path of the GPU platform) are not installed. ``manifest.json`` lists
-everything left out, why and how big. The result is one ``tar.xz`` (split into
-parts of at most ``--part-mib`` MiB if it is larger) with checksums in the
+``pip list``, either format), resolved by pip against the machine's packages
+as installed (metadata-only stand-ins at the machine's versions: pip never
+resolves the machine's torch and its CUDA wheels again); then everything pip
+would add that the machine lacks. Torch is never packed: the machine's own
+torch runs vLLM's Python (the point of a plain ``Platform``). vLLM's
+requirements that build on torch or CUDA are its compiled kernel and codec
+libraries and stay out, except the packages vLLM imports on every path
+(``MACHINE_TORCH_PACKAGES``), packed without their torch/CUDA requirements;
+a requirement pip cannot resolve on its own against the machine stays out with
+pip's reason. From the vLLM wheel every file is taken except machine code
+(recognised by its first bytes: ELF, Mach-O, PE, CUDA fat binaries, whatever
+the name) and the parts in ``VLLM_LEFT_OUT``; the distributions in
+``DISTRIBUTIONS_LEFT_OUT`` (required by vLLM, imported by no path of the GPU
+platform) are not installed. ``manifest.json`` lists everything left out, why
+and how big.
+
+The build is reproducible: pip reads one index (``--index-url``), only files
+uploaded before ``--uploaded-prior-to`` (default ``DEFAULT_UPLOADED_PRIOR_TO``),
+and neither pip's configuration files nor the ``PIP_*`` variables that choose
+what it finds (this machine's add local indexes, find-links and a constraint
+file); the manifest records all three and pip's version. A resolution that
+still fails stops with the projects pip backtracked on and the requirements
+that brought them in. The result is one ``tar.xz`` (split into parts of at most
+``--part-mib`` MiB if it is larger: by default it is one part whenever it
+travels in one device call beside the project) with checksums in the
 manifest. Nothing of vLLM is committed: the bundle folder is ignored by git.
 """
 
@@ -33,6 +46,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -40,6 +54,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 MANIFEST = "manifest.json"
@@ -66,18 +81,47 @@ VLLM_LEFT_OUT = {
     "vllm/benchmarks/": "vLLM's benchmark CLI (`vllm bench`), not an engine or serving path",
     "examples/": "notebook and script samples",
 }
+# Every glibc minor up to the GPU machine's (2.35), not a sample: a wheel tagged
+# only manylinux_2_18 (nvidia-nccl-cu13 2.28.9, which the machine's torch pins)
+# is otherwise "not found" and sends pip's resolver backtracking without end.
+MACHINE_GLIBC_MINOR = 35
 MANYLINUX_TAGS = (
-    "manylinux_2_35_x86_64",
-    "manylinux_2_34_x86_64",
-    "manylinux_2_31_x86_64",
-    "manylinux_2_28_x86_64",
-    "manylinux_2_27_x86_64",
-    "manylinux_2_24_x86_64",
-    "manylinux_2_17_x86_64",
+    *(f"manylinux_2_{minor}_x86_64" for minor in range(MACHINE_GLIBC_MINOR, 4, -1)),
     "manylinux2014_x86_64",
+    "manylinux2010_x86_64",
     "manylinux1_x86_64",
     "linux_x86_64",
 )
+# What pip may find is fixed by the build's own options, not by the pip
+# configuration of the machine that builds: pip config files are not read and of
+# the PIP_* environment only these (transport, cache, prompts) pass through.
+PIP_ENV_KEPT = (
+    "PIP_CERT",
+    "PIP_CLIENT_CERT",
+    "PIP_PROXY",
+    "PIP_TRUSTED_HOST",
+    "PIP_DEFAULT_TIMEOUT",
+    "PIP_TIMEOUT",
+    "PIP_RETRIES",
+    "PIP_CACHE_DIR",
+    "PIP_NO_CACHE_DIR",
+    "PIP_DISABLE_PIP_VERSION_CHECK",
+    "PIP_NO_INPUT",
+    "PIP_KEYRING_PROVIDER",
+)
+DEFAULT_INDEX_URL = "https://pypi.org/simple"
+# Dependencies are resolved from files uploaded before this instant (pip's
+# --uploaded-prior-to), so a build today and one next month pack the same wheels;
+# the manifest records it. Move it forward on purpose, in a commit, after a build
+# at the new date has been tried on the GPU machine. The vllm wheel itself is
+# pinned by version and exempt.
+DEFAULT_UPLOADED_PRIOR_TO = "2026-11-25T00:00:00Z"
+# A device call carries 64 MiB; a bundle up to this size travels as one part
+# beside the project's tracked files (about 6 MiB), a larger one in parts of this
+# size (one call each).
+PART_MIB = 56
+# One resolution that takes longer than this is reported, not waited for.
+RESOLVE_TIMEOUT_S = 900
 
 
 def canonical(name: str) -> str:
@@ -110,15 +154,42 @@ def _pip_target_flags(python: str) -> list[str]:
     return flags
 
 
-def wheel_requirements(wheel: Path, python: str) -> list[str]:
-    """The wheel's unconditional requirements for CPython ``python`` on Linux x86-64."""
-    from packaging.markers import default_environment
-    from packaging.requirements import Requirement
+def pip_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment pip runs in: no config files, no PIP_* but ``PIP_ENV_KEPT``."""
+    environ = dict(os.environ if environ is None else environ)
+    env = {k: v for k, v in environ.items() if not k.startswith("PIP_") or k in PIP_ENV_KEPT}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return env
 
-    with zipfile.ZipFile(wheel) as zf:
-        metadata_name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        metadata = zf.read(metadata_name).decode()
-    env = default_environment()
+
+@dataclass(frozen=True)
+class Source:
+    """Where pip looks: one index, files uploaded before a date, the machine's stubs."""
+
+    python: str
+    index_url: str = DEFAULT_INDEX_URL
+    uploaded_prior_to: str | None = DEFAULT_UPLOADED_PRIOR_TO
+    machine_wheels: Path | None = None
+
+    def flags(self) -> list[str]:
+        flags = [*_pip_target_flags(self.python), "--index-url", self.index_url]
+        if self.uploaded_prior_to:
+            flags += ["--uploaded-prior-to", self.uploaded_prior_to]
+        if self.machine_wheels is not None:
+            flags += ["--find-links", str(self.machine_wheels)]
+        return flags
+
+
+def pip(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """``python -m pip ARGS`` in ``pip_env()``."""
+    return subprocess.run([sys.executable, "-m", "pip", *args], env=pip_env(), **kwargs)
+
+
+def target_environment(python: str) -> dict[str, str]:
+    """Marker environment of CPython ``python`` on Linux x86-64 (the GPU machine)."""
+    from packaging.markers import default_environment
+
+    env = dict(default_environment())
     env.update(
         python_version=python,
         python_full_version=f"{python}.0",
@@ -130,6 +201,17 @@ def wheel_requirements(wheel: Path, python: str) -> list[str]:
         platform_python_implementation="CPython",
         extra="",
     )
+    return env
+
+
+def wheel_requirements(wheel: Path, python: str) -> list[str]:
+    """The wheel's unconditional requirements for CPython ``python`` on Linux x86-64."""
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel) as zf:
+        metadata_name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = zf.read(metadata_name).decode()
+    env = target_environment(python)
     requirements = []
     for line in metadata.splitlines():
         if not line.startswith("Requires-Dist:"):
@@ -140,140 +222,290 @@ def wheel_requirements(wheel: Path, python: str) -> list[str]:
     return requirements
 
 
+def requirement_name(requirement: str) -> str:
+    from packaging.requirements import Requirement
+
+    return canonical(Requirement(requirement).name)
+
+
+def write_machine_wheels(machine: dict[str, str], folder: Path) -> dict[str, str]:
+    """A metadata-only wheel per package of the machine, with no requirements.
+
+    pip then takes the machine's packages as they are installed there, instead of
+    resolving them again from the index with their own requirements (the machine's
+    torch pins a dozen CUDA wheels; whether the index still serves each for these
+    platform tags is no question for a bundle that packs none of them). Their
+    version is the machine's, with a ``+machine`` local label so that pip prefers
+    them to the index's file of the same version. Returns ``{name: constraint}``.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pins = {}
+    for name, listed in machine.items():
+        try:
+            version = Version(listed)
+        except InvalidVersion:
+            continue
+        stub = str(version) if version.local else f"{version}+machine"
+        dist = re.sub(r"[-_.]+", "_", name)
+        info = f"{dist}-{stub}.dist-info"
+        with zipfile.ZipFile(folder / f"{dist}-{stub}-py3-none-any.whl", "w") as zf:
+            zf.writestr(
+                f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {stub}\n"
+            )
+            zf.writestr(
+                f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            )
+            zf.writestr(f"{info}/RECORD", "")
+        pins[name] = f"{name}=={version.public}"
+    return pins
+
+
 # Packages vLLM imports at module level on every engine path (vllm.parser imports
-# xgrammar) whose declared requirements cannot be resolved against the machine's
-# torch/CUDA stack by pip, although they run on it: they are packed without their
-# torch*/nvidia-*/triton requirements (the machine's own serve them).
+# xgrammar) although they build on torch: packed without their torch*/nvidia-*/
+# triton requirements (the machine's own serve them), whatever torch they name.
 MACHINE_TORCH_PACKAGES = ("xgrammar", "compressed-tensors")
 MACHINE_STACK_PREFIXES = ("torch", "nvidia-", "triton")
 
 
 def machine_stack_package(
-    requirement: str, python: str, work: Path
+    requirement: str, source: Source, work: Path
 ) -> tuple[tuple[str, str], list[str]]:
     """``(name, version)`` of ``requirement``'s wheel, and its requirements the machine's
     torch/CUDA stack does not cover."""
-    from packaging.requirements import Requirement
-
     download = work / "machine-stack"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(download),
-         *_pip_target_flags(python), requirement],
+    pip(
+        ["download", "--no-deps", "--quiet", "-d", str(download), *source.flags(), requirement],
         check=True,
-    )  # fmt: skip
-    name = canonical(Requirement(requirement).name)
+    )
+    name = requirement_name(requirement)
     wheel = next(w for w in download.glob("*.whl") if canonical(w.name.split("-")[0]) == name)
     needs = [
         r
-        for r in wheel_requirements(wheel, python)
-        if not canonical(Requirement(r).name).startswith(MACHINE_STACK_PREFIXES)
+        for r in wheel_requirements(wheel, source.python)
+        if not requirement_name(r).startswith(MACHINE_STACK_PREFIXES)
     ]
     return (wheel.name.split("-")[0], wheel.name.split("-")[1]), needs
 
 
+class ResolutionError(SystemExit):
+    """pip could not resolve vLLM's requirements; the message names the culprit."""
+
+
 def _dry_run(
-    requirements: list[str], constraints: Path, python: str, work: Path
+    requirements: list[str], constraints: Path, source: Source, work: Path
 ) -> tuple[list[dict] | None, str]:
-    """pip's resolution of ``requirements`` for the GPU machine: (installs, stderr)."""
+    """pip's resolution of ``requirements`` for the GPU machine: (installs, pip's log)."""
     report = work / "report.json"
+    report.unlink(missing_ok=True)
     cmd = [
-        sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-        "--report", str(report), "--target", str(work / "unused"), "-c", str(constraints),
-        *_pip_target_flags(python), *requirements,
+        "install", "--dry-run", "--ignore-installed", "--report", str(report),
+        "--target", str(work / "unused"), "-c", str(constraints), *source.flags(), *requirements,
     ]  # fmt: skip
-    run = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        run = pip(cmd, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        out = "".join(
+            o.decode(errors="replace") if isinstance(o, bytes) else o
+            for o in (e.stdout, e.stderr)
+            if o
+        )
+        return None, f"{out}\nerror: pip did not finish resolving in {RESOLVE_TIMEOUT_S} s"
     if run.returncode != 0:
-        return None, run.stderr
+        return None, run.stdout + run.stderr
     return json.loads(report.read_text())["install"], ""
 
 
-def resolve_missing(
-    requirements: list[str], machine: dict[str, str], python: str, work: Path
-) -> tuple[list[tuple[str, str]], list[str], dict[str, str]]:
-    """Pins to add, requirements the machine meets, and requirements left out (with why).
+def conflict_named(log: str) -> set[str]:
+    """The projects pip names in "Cannot install A, B and C because ...", canonical."""
+    found = re.search(r"Cannot install (.+?) because", log.replace("\n", " "))
+    if found is None:
+        return set()
+    return {
+        canonical(re.split(r"[\[=<>!~ ;]", n.strip(), maxsplit=1)[0])
+        for n in re.split(r", | and ", found.group(1))
+        if n.strip()
+    }
 
-    A requirement that cannot be resolved on its own against the machine's
-    packages (in practice vLLM's compiled CUDA-kernel libraries, which pin
-    another torch) is left out and reported: the template platform does not
-    load them.
+
+def backtracked(log: str) -> list[str]:
+    """Projects pip looked at many versions of, or found none of: the usual culprits of a
+    ``resolution-too-deep`` or a timeout."""
+    names = re.findall(r"pip is (?:still )?looking at multiple versions of (\S+) to", log)
+    names += re.findall(r"No matching distribution found for ([A-Za-z0-9._-]+)", log)
+    return list(dict.fromkeys(canonical(n) for n in names))
+
+
+def required_by(log: str, project: str) -> list[str]:
+    """The top-level requirements through which pip collected ``project``
+    ("Collecting torch>=2.8 (from instanttensor>=0.2.2)" names instanttensor)."""
+    roots = []
+    for line in log.splitlines():
+        found = re.match(r"\s*Collecting ([A-Za-z0-9._-]+)[^(]*\(from (.+)\)\s*$", line)
+        if found and canonical(found.group(1)) == project:
+            chain = [c for c in found.group(2).split("->") if not c.startswith("-r ")]
+            if chain:
+                roots.append(canonical(re.split(r"[\[=<>!~ ;]", chain[-1], maxsplit=1)[0]))
+    return list(dict.fromkeys(roots))
+
+
+def pip_reason(log: str) -> str:
+    """pip's explanation of a failure, in one line (for the manifest and messages)."""
+    lines = [ln.strip() for ln in log.splitlines()]
+    if "The conflict is caused by:" in lines:
+        start = lines.index("The conflict is caused by:") + 1
+        caused = []
+        for ln in lines[start:]:
+            if not ln:
+                break
+            caused.append(ln)
+        return "conflict: " + "; ".join(caused)
+    errors = [ln for ln in lines if ln.startswith(("ERROR:", "error:"))]
+    return errors[0] if errors else (lines[-1] if lines else "pip failed")
+
+
+def classify(
+    installs: list[dict],
+    wanted: list[str],
+    machine: dict[str, str],
+    python: str,
+    unused: dict[str, str] | None = None,
+) -> tuple[set[str], dict[str, str], dict[str, dict[str, str]]]:
+    """Which of vLLM's ``wanted`` requirements to pack, given pip's resolution.
+
+    Returns the distributions to pack (the closure of the kept requirements, less
+    the machine's), why each requirement left out is, and the ``unused``
+    distributions (default ``DISTRIBUTIONS_LEFT_OUT``) pip resolved but the bundle
+    leaves out with what only they need. Requirements that build on torch or CUDA
+    (a ``MACHINE_STACK_PREFIXES`` package in their closure) are vLLM's compiled
+    kernel and codec libraries, which the GPU platform does not load.
     """
     from packaging.requirements import Requirement
 
-    satisfied = [r for r in requirements if canonical(Requirement(r).name) in machine]
-    wanted = [r for r in requirements if canonical(Requirement(r).name) not in machine]
-    stack_pins: list[tuple[str, str]] = []
-    for req in list(wanted):
-        if canonical(Requirement(req).name) in MACHINE_TORCH_PACKAGES:
-            pin, needs = machine_stack_package(req, python, work)
-            stack_pins.append(pin)
-            wanted.remove(req)
-            wanted.extend(n for n in needs if canonical(Requirement(n).name) not in machine)
-    constraints = work / "machine-constraints.txt"
-    constraints.write_text(
-        "".join(f"{name}=={version.split('+', 1)[0]}\n" for name, version in machine.items())
-    )
-    left_out: dict[str, str] = {}
-    while True:
-        installs, stderr = _dry_run(wanted, constraints, python, work)
-        if installs is not None:
-            break
-        conflict = re.search(r"Cannot install (.+?) because", stderr.replace("\n", " "))
-        if conflict is None:
-            raise SystemExit(f"pip could not resolve vLLM's requirements:\n{stderr}")
-        named = {canonical(re.split(r"[\[=<>!~ ]", n.strip(), maxsplit=1)[0])
-                 for n in re.split(r", | and ", conflict.group(1))}  # fmt: skip
-        dropped = False
-        for req in list(wanted):
-            if canonical(Requirement(req).name) not in named:
-                continue
-            alone, why = _dry_run([req], constraints, python, work)
-            if alone is None:
-                wanted.remove(req)
-                left_out[req] = why.strip().splitlines()[-1] if why.strip() else "unresolvable"
-                dropped = True
-        if not dropped:
-            raise SystemExit(f"pip could not resolve vLLM's requirements:\n{stderr}")
-    # Packages that need a torch* or nvidia-* package the machine does not have are
-    # vLLM's compiled kernel and codec libraries (built for another torch or CUDA than
-    # the machine's, never loaded by the template platform). Those whose torch/CUDA
-    # needs the machine meets (xgrammar: vLLM imports it at module level) are kept.
-    requires = {
-        canonical(item["metadata"]["name"]): [
-            canonical(Requirement(r).name) for r in item["metadata"].get("requires_dist", [])
+    unused = DISTRIBUTIONS_LEFT_OUT if unused is None else unused
+    env = target_environment(python)
+    versions = {canonical(i["metadata"]["name"]): i["metadata"]["version"] for i in installs}
+    declared = {
+        canonical(i["metadata"]["name"]): [
+            Requirement(r) for r in i["metadata"].get("requires_dist", []) or []
         ]
-        for item in installs
+        for i in installs
+    }
+    # An extra counts as active when anything in the resolution asks for it (pip's
+    # report does not say which edge brought what).
+    extras: dict[str, set[str]] = {name: {""} for name in declared}
+    for req in [Requirement(r) for r in wanted] + [r for rs in declared.values() for r in rs]:
+        extras.setdefault(canonical(req.name), {""}).update(req.extras)
+
+    def active(req: Requirement, of: str) -> bool:
+        return req.marker is None or any(
+            req.marker.evaluate({**env, "extra": e}) for e in extras.get(of, {""})
+        )
+
+    requires = {
+        name: [canonical(r.name) for r in reqs if active(r, name)]
+        for name, reqs in declared.items()
     }
 
-    def closure(name: str) -> set[str]:
+    def closure(name: str, skip: frozenset[str] = frozenset()) -> set[str]:
         seen, todo = set(), [name]
         while todo:
             current = todo.pop()
-            if current not in seen:
+            if current not in seen and current not in skip:
                 seen.add(current)
                 todo.extend(d for d in requires.get(current, []) if d in requires)
         return seen
 
-    kept_roots = []
+    reached: set[str] = set()
+    kept: set[str] = set()
+    left_out: dict[str, str] = {}
     for req in wanted:
-        name = canonical(Requirement(req).name)
-        binary = sorted(
-            n for n in closure(name) if n.startswith(("torch", "nvidia-")) and n not in machine
-        )
-        if binary:
-            left_out[req] = f"needs torch/CUDA packages the machine lacks ({', '.join(binary)})"
-        else:
-            kept_roots.append(name)
-    needed = set().union(*(closure(n) for n in kept_roots)) if kept_roots else set()
-    pins = sorted(
+        deps = closure(requirement_name(req))
+        stack = sorted(n for n in deps if n.startswith(MACHINE_STACK_PREFIXES))
+        if stack:
+            left_out[req] = (
+                f"builds on torch/CUDA ({', '.join(stack)}): a compiled kernel or codec "
+                "library; the GPU platform loads none"
+            )
+            continue
+        reached |= deps
+        kept |= closure(requirement_name(req), skip=frozenset(unused))
+    dropped = {n: {"version": versions[n], "why": unused[n]} for n in sorted(reached & set(unused))}
+    return {n for n in kept if n not in machine}, left_out, dropped
+
+
+def resolve_missing(
+    requirements: list[str], machine: dict[str, str], source: Source, work: Path
+) -> tuple[list[tuple[str, str]], list[str], dict[str, str], dict[str, dict[str, str]]]:
+    """Pins to add, requirements the machine meets, requirements left out (with why), and
+    the ``DISTRIBUTIONS_LEFT_OUT`` pip resolved (with version and why).
+
+    The machine's packages are given to pip as installed (``write_machine_wheels``).
+    A requirement that cannot be resolved on its own against them is left out and
+    reported; if pip still fails, the error names the projects it backtracked on and
+    the requirements that brought them in.
+    """
+    satisfied = [r for r in requirements if requirement_name(r) in machine]
+    wanted = [r for r in requirements if requirement_name(r) not in machine]
+    stack_pins: list[tuple[str, str]] = []
+    for req in list(wanted):
+        if requirement_name(req) in MACHINE_TORCH_PACKAGES:
+            pin, needs = machine_stack_package(req, source, work)
+            stack_pins.append(pin)
+            wanted.remove(req)
+            wanted.extend(n for n in needs if requirement_name(n) not in machine)
+    constraints = work / "machine-constraints.txt"
+    pins = write_machine_wheels(machine, work / "machine-wheels")
+    constraints.write_text("".join(f"{c}\n" for c in pins.values()))
+    source = replace(source, machine_wheels=work / "machine-wheels")
+    left_out: dict[str, str] = {}
+    while True:
+        installs, log = _dry_run(wanted, constraints, source, work)
+        if installs is not None:
+            break
+        suspects = conflict_named(log)
+        for project in backtracked(log):
+            suspects.update(required_by(log, project) or [project])
+        dropped = False
+        for req in [r for r in wanted if requirement_name(r) in suspects]:
+            alone, why = _dry_run([req], constraints, source, work)
+            if alone is None:
+                wanted.remove(req)
+                left_out[req] = pip_reason(why)
+                dropped = True
+        if not dropped:
+            raise ResolutionError(resolution_failure(log, source))
+    kept, unloaded, dropped = classify(installs, wanted, machine, source.python)
+    left_out.update(unloaded)
+    pins_out = sorted(
         [
             (item["metadata"]["name"], item["metadata"]["version"])
             for item in installs
-            if canonical(item["metadata"]["name"]) in needed
-            and canonical(item["metadata"]["name"]) not in machine
+            if canonical(item["metadata"]["name"]) in kept
         ]
         + stack_pins
     )
-    return pins, satisfied, left_out
+    return pins_out, satisfied, left_out, dropped
+
+
+def resolution_failure(log: str, source: Source) -> str:
+    """The error of a resolution that failed although each suspect resolves on its own:
+    pip's reason, the projects it named or backtracked on and the requirements that
+    brought them in, what to do."""
+    culprits = [
+        f"{c} (brought in by {', '.join(required_by(log, c))})" if required_by(log, c) else c
+        for c in sorted(conflict_named(log)) + backtracked(log)
+    ]
+    tail = "\n".join(log.strip().splitlines()[-8:])
+    return (
+        f"pip could not resolve vLLM's requirements for the GPU machine (files uploaded before "
+        f"{source.uploaded_prior_to or 'now'} from {source.index_url}): {pip_reason(log)}\n"
+        f"Culprit: {'; '.join(culprits) if culprits else 'pip named no project'}; each of "
+        "these resolves on its own against the machine, so none was left out.\n"
+        "Pin the culprit (a constraint in tools/gpu_bundle.py) or build with an earlier "
+        f"--uploaded-prior-to.\npip's last lines:\n{tail}"
+    )
 
 
 def is_compiled(head: bytes) -> bool:
@@ -334,19 +566,6 @@ DISTRIBUTIONS_LEFT_OUT = {
 }
 
 
-def split_left_out(
-    pins: list[tuple[str, str]],
-) -> tuple[list[tuple[str, str]], dict[str, dict[str, str]]]:
-    """``pins`` without ``DISTRIBUTIONS_LEFT_OUT``, and those left out with version and why."""
-    kept = [(n, v) for n, v in pins if canonical(n) not in DISTRIBUTIONS_LEFT_OUT]
-    left_out = {
-        canonical(n): {"version": v, "why": DISTRIBUTIONS_LEFT_OUT[canonical(n)]}
-        for n, v in pins
-        if canonical(n) in DISTRIBUTIONS_LEFT_OUT
-    }
-    return kept, left_out
-
-
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -355,57 +574,105 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def pip_version() -> str:
+    out = pip(["--version"], capture_output=True, text=True).stdout.split()
+    return out[1] if len(out) > 1 else "unknown"
+
+
+def outside_range(satisfied: list[str], machine: dict[str, str]) -> dict[str, str]:
+    """vLLM's requirements the machine meets by name with a version outside their range
+    (torch: the machine's own runs vLLM's Python, the point of a plain ``Platform``)."""
+    from packaging.requirements import Requirement
+    from packaging.version import InvalidVersion
+
+    outside = {}
+    for r in satisfied:
+        req = Requirement(r)
+        version = machine[canonical(req.name)]
+        try:
+            if req.specifier and not req.specifier.contains(version, prereleases=True):
+                outside[r] = version
+        except InvalidVersion:
+            outside[r] = version
+    return outside
+
+
+# Every member's time and owner in the archive: the same inputs give the same bytes.
+ARCHIVE_MTIME = 1_577_836_800  # 2020-01-01
+
+
+def write_archive(site: Path, archive: Path) -> None:
+    """``site`` as a ``tar.xz`` whose bytes depend only on the files' names and contents."""
+
+    def normalized(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mtime = ARCHIVE_MTIME
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(archive, "w:xz", preset=6) as tar:  # add() walks folders sorted
+        tar.add(site, arcname=".", filter=normalized)
+
+
+def split_archive(archive: Path, out: Path, part_mib: int) -> list[dict]:
+    """``archive`` into ``out`` as parts of at most ``part_mib`` MiB (one if it fits)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob(f"{ARCHIVE}.part*"):
+        old.unlink()
+    part_bytes = part_mib << 20
+    parts = []
+    with archive.open("rb") as f:
+        for index, chunk in enumerate(iter(lambda: f.read(part_bytes), b"")):
+            part = out / f"{ARCHIVE}.part{index:02d}"
+            part.write_bytes(chunk)
+            parts.append({"name": part.name, "sha256": sha256(part), "bytes": len(chunk)})
+    return parts
+
+
 def build(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    machine = read_pip_list(Path(args.machine_pip_list))
+    machine_list = Path(args.machine_pip_list)
+    machine = read_pip_list(machine_list)
+    source = Source(args.python, args.index_url, args.uploaded_prior_to or None)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if Path(args.vllm).is_file():
             wheel = Path(args.vllm)
-        else:
-            subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d",
-                 str(work), *_pip_target_flags(args.python), f"vllm=={args.vllm}"],
-                check=True,
-            )  # fmt: skip
+        else:  # pinned by version: exempt from --uploaded-prior-to
+            pinned = replace(source, uploaded_prior_to=None)
+            pip(["download", "--no-deps", "--quiet", "-d", str(work), *pinned.flags(),
+                 f"vllm=={args.vllm}"], check=True)  # fmt: skip
             wheel = next(work.glob("vllm-*.whl"))
         version = wheel.name.split("-")[1]
         requirements = wheel_requirements(wheel, args.python)
-        pins, satisfied, left_out = resolve_missing(requirements, machine, args.python, work)
-        pins, dropped = split_left_out(pins)
+        pins, satisfied, left_out, dropped = resolve_missing(requirements, machine, source, work)
         print(f"vllm {version}: {len(requirements)} requirements, {len(satisfied)} met by the "
-              f"machine, {len(left_out)} left out, {len(pins)} wheels to add")  # fmt: skip
+              f"machine, {len(left_out)} left out, {len(pins)} wheels to add "
+              f"({len(dropped)} unused left out)")  # fmt: skip
         site = work / "site"
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--no-compile",
-             "--target", str(site), *_pip_target_flags(args.python),
-             *(f"{n}=={v}" for n, v in pins)],
-            check=True,
-        )  # fmt: skip
+        pip(["install", "--no-deps", "--quiet", "--no-compile", "--target", str(site),
+             *source.flags(), *(f"{n}=={v}" for n, v in pins)], check=True)  # fmt: skip
         files, vllm_left_out = extract_python_files(wheel, site)
         archive = work / ARCHIVE
-        with tarfile.open(archive, "w:xz", preset=6) as tar:
-            tar.add(site, arcname=".")
-        for old in out.glob(f"{ARCHIVE}.part*"):
-            old.unlink()
-        part_bytes = args.part_mib << 20
-        parts = []
-        with archive.open("rb") as f:
-            for index, chunk in enumerate(iter(lambda: f.read(part_bytes), b"")):
-                part = out / f"{ARCHIVE}.part{index:02d}"
-                part.write_bytes(chunk)
-                parts.append({"name": part.name, "sha256": sha256(part), "bytes": len(chunk)})
+        write_archive(site, archive)
+        parts = split_archive(archive, out, args.part_mib)
         manifest = {
             "vllm": version,
             "python": args.python,
+            "resolved": {
+                "index_url": source.index_url,
+                "uploaded_prior_to": source.uploaded_prior_to,
+                "pip": pip_version(),
+                "machine_pip_list_sha256": sha256(machine_list),
+                "note": "pip config files and PIP_* selection variables were not read",
+            },
             "vllm_files": files,
             "vllm_left_out": vllm_left_out,
             "distributions_left_out": dropped,
             "added": [f"{n}=={v}" for n, v in pins],
-            "met_by_machine": {
-                r: machine[canonical(re.split(r"[ <>=!~;\[]", r, maxsplit=1)[0])] for r in satisfied
-            },
+            "met_by_machine": {r: machine[requirement_name(r)] for r in satisfied},
+            "met_by_machine_outside_range": outside_range(satisfied, machine),
             "left_out": left_out,
             "archive_sha256": sha256(archive),
             "parts": parts,
@@ -441,7 +708,7 @@ def install(args: argparse.Namespace) -> None:
           f"into {target}")  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="make a bundle (needs pip and PyPI)")
@@ -449,13 +716,30 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--machine-pip-list", required=True, help="`pip list` of the GPU machine")
     b.add_argument("--python", default="3.12", help="the GPU machine's Python (X.Y)")
     b.add_argument("--out", required=True)
-    b.add_argument("--part-mib", type=int, default=60, help="largest part, in MiB")
+    b.add_argument(
+        "--part-mib",
+        type=int,
+        default=PART_MIB,
+        help=f"largest part, in MiB (default {PART_MIB}: one part whenever the bundle fits a "
+        "device call beside the project)",
+    )
+    b.add_argument("--index-url", default=DEFAULT_INDEX_URL, help="the one index pip reads")
+    b.add_argument(
+        "--uploaded-prior-to",
+        default=DEFAULT_UPLOADED_PRIOR_TO,
+        help="resolve from files uploaded before this ISO 8601 instant (default "
+        f"{DEFAULT_UPLOADED_PRIOR_TO}; '' for none: not reproducible)",
+    )
     b.set_defaults(func=build)
     i = sub.add_parser("install", help="install a bundle (no network)")
     i.add_argument("bundle")
     i.add_argument("--target", required=True)
     i.set_defaults(func=install)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     args.func(args)
 
 

@@ -19,10 +19,19 @@
 # Inductor's caches live under /tmp/gpu-tier, so later stages reuse the kernels
 # earlier ones compiled; tests run in parallel (pytest-xdist) over the machine's
 # cores, since compiling Triton kernels is CPU-bound. Each stage writes
-# RESULTS_DIR/<stage>.txt (machine, versions, wall time, the test outcomes).
+# RESULTS_DIR/<stage>.txt (machine, versions, wall time, the test outcomes). pytest runs
+# verbose: a call cut off at its time limit still names every test that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stage="${1:?usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|all [RESULTS_DIR]}"
+usage="usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|all [RESULTS_DIR]"
+stage="${1:?$usage}"
+case "$stage" in
+kernels | engine | serve | bench | multi | all) ;;
+*)
+    echo "unknown stage: $stage; $usage" >&2
+    exit 2
+    ;;
+esac
 results="$(mkdir -p "${2:-gpu-results}" && cd "${2:-gpu-results}" && pwd)"
 cache="${GPU_TIER_CACHE:-/tmp/gpu-tier}"
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$cache/triton}"
@@ -40,7 +49,8 @@ if [ -n "${GPU_BUNDLE:-}" ]; then
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-python -c "import torch; assert torch.cuda.is_available(), 'the GPU tier needs a CUDA GPU'"
+python -c "import sys, torch; torch.cuda.is_available() or sys.exit(
+    'the GPU tier needs a CUDA GPU: torch ' + torch.__version__ + ' sees none here')"
 
 header() {
     python - <<'EOF'
@@ -63,7 +73,7 @@ pytest_stage() {  # pytest_stage NAME WORKERS ARGS...
     shift 2
     local xdist=()
     [ "$workers" -gt 1 ] && xdist=(-n "$workers" --dist loadfile)
-    python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 300 "${xdist[@]}" "$@"
+    python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 300 "${xdist[@]}" "$@"
 }
 
 run_stage() {
@@ -78,11 +88,11 @@ run_stage() {
         ;;
     engine)
         # One engine per test, each with a 1 GiB KV cache: several fit the GPU at once.
-        python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 420 -n "${GPU_TIER_ENGINES:-8}" \
-            --dist loadgroup tests/e2e/test_gpu_engine.py 2>&1 | tee -a "$out" || rc=1
+        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 -n "${GPU_TIER_ENGINES:-8}" \
+            --dist loadgroup -m gpu tests/e2e/test_gpu_engine.py tests/e2e/test_scaffold.py 2>&1 | tee -a "$out" || rc=1
         ;;
     serve)
-        python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 420 tests/e2e/test_gpu_serving.py \
+        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 tests/e2e/test_gpu_serving.py \
             2>&1 | tee -a "$out" || rc=1
         ;;
     bench)
@@ -99,12 +109,8 @@ run_stage() {
             2>&1 | tee -a "$out" || rc=1
         ;;
     multi)
-        python -m pytest -q -rA -p no:cacheprovider --durations 15 --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \
+        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \
             2>&1 | tee -a "$out" || rc=1
-        ;;
-    *)
-        echo "unknown stage: $name" >&2
-        return 2
         ;;
     esac
     echo "stage $name: exit $rc, wall $((SECONDS - start)) s" | tee -a "$out"

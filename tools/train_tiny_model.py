@@ -1,27 +1,34 @@
-"""Train the ``tiny`` embedded model on the shipped Pride and Prejudice text.
+"""Train the ``tiny`` embedded model on Jane Austen's six novels.
 
 Run once by a maintainer; the result is committed under
 ``vllm_platform_template/embedded_model/trained/`` (tokenizer, fp16 weights and
-``tiny_training.json`` with every setting below and the measured losses), and
-``vllm-template tiny-model`` writes the fp32 checkpoint from it. To reproduce:
+``tiny_training.json`` with the command, the device, every setting below and
+the measured losses), and ``vllm-template tiny-model`` writes the fp32
+checkpoint from it. To reproduce:
 
-    nice -n 10 python tools/train_tiny_model.py
+    python tools/austen_from_debian.py ~/.cache/vllm-platform-template/austen
+    nice -n 10 python tools/train_tiny_model.py [--device cuda]
 
-Deterministic as far as torch on the CPU allows: one seed for the model's
-initialisation and for the batch order, ``torch.use_deterministic_algorithms``,
-a fixed thread count. The same torch version, thread count and CPU ISA give the
-same weights; other combinations may differ in the last bits of the sums.
+Deterministic as far as torch allows: one seed for the model's initialisation
+and for the batch order, ``torch.use_deterministic_algorithms``, a fixed thread
+count. The same torch version, device (thread count and CPU ISA on the CPU)
+give the same weights; other combinations may differ in the last bits of the
+sums. The committed weights were trained on an H100 (see the record).
 
-Data: training paragraphs (chapters 1-58) are tokenised into one stream with
-``\\n`` between paragraphs; each sample is BOS followed by ``SEQ_LEN - 1``
-tokens starting at a paragraph start (as a prompt starts after BOS). Validation
-is the held-out chapters (59-61), scored in consecutive windows the same way.
-The checkpoint with the lowest validation loss is kept.
+Data: the training paragraphs - *Pride and Prejudice* chapters 1-58 (shipped)
+and the five other novels (:data:`EXTRA_TEXTS`, not shipped, sha256-checked) -
+are tokenised into one stream with ``\\n`` between paragraphs (the tokenizer is
+trained on the same paragraphs unless ``--tokenizer`` names one); each sample
+is BOS followed by ``SEQ_LEN - 1`` tokens starting at a paragraph start (as a
+prompt starts after BOS). Validation is *Pride and Prejudice*'s held-out
+chapters (59-61), scored in consecutive windows the same way. The checkpoint
+with the lowest validation loss is kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -31,6 +38,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
+from tokenizers import Tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,12 +60,32 @@ from vllm_platform_template.embedded_model.trained import (  # noqa: E402
 )
 from vllm_platform_template.embedded_model.writer import hf_config  # noqa: E402
 
+# Austen's five other novels, training text beside Pride and Prejudice chapters 1-58
+# (the held-out chapters stay unseen). Not shipped: tools/austen_from_debian.py
+# extracts them from the same Debian package as the shipped text (sha256 checked).
+EXTRA_TEXTS = {
+    "sense_and_sensibility.txt": "105e1651fe93bed7130078578efd31e0c557d68667ba672ddc876f735b30fe09",
+    "mansfield_park.txt": "98bc90519cdf4ef663ad7de2734bb529435ef24f7abbde6bb1a50898871dafe9",
+    "emma.txt": "7c67b5985c6d0de1efaeb5d342d52cb82c38083c40e2295129e30e87ee690ebe",
+    "northanger_abbey.txt": "51f91bbe0517db8e65cff009b097ce0a1836124c4e0532ac19e6c0cad982abed",
+    "persuasion.txt": "8061549557aebd2fd6e353d18d9197cb707029112bd52d4d8b174583a925848a",
+}
+# The model shape (PRESETS["tiny"] unless overridden on the command line, to try others).
+SHAPE_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+)
+DEFAULT_EXTRA_DIR = Path.home() / ".cache" / "vllm-platform-template" / "austen"
+
 SETTINGS = {
     "seed": 1813,
     "threads": 2,
     "seq_len": 256,
-    "batch_size": 8,
-    "steps": 300,
+    "batch_size": 16,
+    "steps": 3000,
     "lr": 3e-3,
     "min_lr_ratio": 0.1,
     "warmup_steps": 20,
@@ -67,6 +95,31 @@ SETTINGS = {
     "eval_every": 50,
     "stored_dtype": "float16",
 }
+
+
+def platform_cpu() -> str:
+    """The CPU's model name (for the training record)."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "cpu"
+
+
+def extra_paragraphs(directory: Path) -> list[str]:
+    """The paragraphs of ``EXTRA_TEXTS`` in ``directory``, each file's sha256 checked."""
+    out: list[str] = []
+    for name, sha256 in EXTRA_TEXTS.items():
+        path = directory / name
+        if not path.is_file():
+            raise SystemExit(
+                f"{path} is missing: run `python tools/austen_from_debian.py {directory}` "
+                "(downloads Debian's r-cran-janeaustenr) or pass --extra-text-dir"
+            )
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != sha256:
+            raise SystemExit(f"{path}: sha256 {digest}, expected {sha256}")
+        out.extend(text_data.paragraphs(path.read_text(encoding="utf-8")))
+    return out
 
 
 def encode_paragraphs(tokenizer, paragraphs: list[str]) -> tuple[list[int], list[int]]:
@@ -101,31 +154,64 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=SETTINGS["steps"])
     parser.add_argument("--out", type=Path, default=TRAINED_DIR)
+    parser.add_argument(
+        "--extra-text-dir",
+        type=Path,
+        default=DEFAULT_EXTRA_DIR,
+        help="where tools/austen_from_debian.py wrote the other novels",
+    )
+    parser.add_argument(
+        "--tokenizer", type=Path, help="use this trained tokenizer.json instead of training one"
+    )
+    parser.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
+    for name in SHAPE_KEYS:
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name)
+    for name in ("batch_size", "warmup_steps"):
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, dest=name)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument(
+        "--max-seconds", type=float, help="stop after this long, keeping the best checkpoint"
+    )
     args = parser.parse_args()
-    settings = {**SETTINGS, "steps": args.steps}
+    overrides = {
+        k: getattr(args, k)
+        for k in (*SHAPE_KEYS, "batch_size", "warmup_steps", "lr")
+        if getattr(args, k) is not None
+    }
+    settings = {**SETTINGS, "steps": args.steps, **overrides}
+    device = torch.device(args.device)
 
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
-    torch.use_deterministic_algorithms(True)
-    preset = PRESETS["tiny"]
+    # On CUDA also set CUBLAS_WORKSPACE_CONFIG=:4096:8; an op without a deterministic
+    # kernel there warns (in the log) instead of stopping the run.
+    torch.use_deterministic_algorithms(True, warn_only=device.type != "cpu")
+    preset = dataclasses.replace(
+        PRESETS["tiny"], **{k: settings[k] for k in SHAPE_KEYS if k in settings}
+    )
 
-    train_pars = text_data.training_paragraphs()
-    tokenizer = train_tokenizer(train_pars, preset.vocab_size)
+    train_pars = text_data.training_paragraphs() + extra_paragraphs(args.extra_text_dir)
+    if args.tokenizer is not None:
+        tokenizer = Tokenizer.from_file(str(args.tokenizer))
+    else:
+        tokenizer = train_tokenizer(train_pars, preset.vocab_size)
     bos = special_token_id(tokenizer, BOS_TOKEN)
     stream, starts = encode_paragraphs(tokenizer, train_pars)
     body = settings["seq_len"] - 1
     starts = [s for s in starts if s + body <= len(stream)]
-    data = torch.tensor(stream)
+    data = torch.tensor(stream, device=device)
     val_stream, _ = encode_paragraphs(tokenizer, text_data.held_out_paragraphs())
     val_windows = torch.tensor(
-        [[bos, *val_stream[i : i + body]] for i in range(0, len(val_stream) - body + 1, body)]
+        [[bos, *val_stream[i : i + body]] for i in range(0, len(val_stream) - body + 1, body)],
+        device=device,
     )
     print(f"train tokens {len(stream)}, val tokens {val_windows[:, 1:].numel()}", flush=True)
 
     config = hf_config(
         preset, bos_token_id=bos, eos_token_id=special_token_id(tokenizer, EOS_TOKEN)
     )
-    model = LlamaForCausalLM(LlamaConfig(**config)).float()
+    # Plain (eager) attention: the same model, with deterministic backward kernels.
+    model = LlamaForCausalLM(LlamaConfig(**config, attn_implementation="eager")).float().to(device)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -149,13 +235,14 @@ def main() -> int:
 
     gen = torch.Generator().manual_seed(settings["seed"])
     starts_t = torch.tensor(starts)
-    offsets = torch.arange(body)
-    bos_col = torch.full((settings["batch_size"], 1), bos)
+    offsets = torch.arange(body, device=device)
+    bos_col = torch.full((settings["batch_size"], 1), bos, device=device)
     best: tuple[float, int, dict[str, torch.Tensor]] | None = None
     history = []
     t0 = time.perf_counter()
     for step in range(settings["steps"]):
         pick = starts_t[torch.randint(len(starts_t), (settings["batch_size"],), generator=gen)]
+        pick = pick.to(device)
         batch = torch.cat([bos_col, data[pick[:, None] + offsets]], dim=1)
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
@@ -164,7 +251,8 @@ def main() -> int:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), settings["grad_clip"])
         opt.step()
-        last = step + 1 == settings["steps"]
+        out_of_time = args.max_seconds is not None and time.perf_counter() - t0 > args.max_seconds
+        last = step + 1 == settings["steps"] or out_of_time
         if (step + 1) % settings["eval_every"] == 0 or last:
             val = eval_loss(model, val_windows)
             elapsed = time.perf_counter() - t0
@@ -181,25 +269,34 @@ def main() -> int:
                 best = (
                     val,
                     step + 1,
-                    {k: v.detach().clone() for k, v in model.state_dict().items()},
+                    {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
                 )
+        if out_of_time:
+            print(f"stopped after {step + 1} steps: --max-seconds {args.max_seconds}", flush=True)
+            break
     train_s = time.perf_counter() - t0
     assert best is not None
 
     stored_dtype = getattr(torch, settings["stored_dtype"])
     stored = {k: v.to(stored_dtype).contiguous() for k, v in best[2].items()}
-    model.load_state_dict({k: v.float() for k, v in stored.items()})
+    model.load_state_dict({k: v.float().to(device) for k, v in stored.items()})
     val_stored = eval_loss(model, val_windows)
 
     args.out.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(tokenizer_path(args.out)))
     save_file(stored, str(weights_path(args.out)), metadata={"format": "pt"})
     record = {
+        "command": " ".join(["python", *sys.argv]),
         "preset": preset.name,
         "text": text_data.TEXT_PATH.name,
         "text_sha256": hashlib.sha256(text_data.TEXT_PATH.read_bytes()).hexdigest(),
+        "extra_texts": EXTRA_TEXTS,
         "held_out_first_chapter": text_data.HELD_OUT_FIRST_CHAPTER,
         "settings": settings,
+        "shape": {k: getattr(preset, k) for k in SHAPE_KEYS},
+        "parameters": preset.num_parameters(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform_cpu(),
+        "tokenizer_sha256": hashlib.sha256(tokenizer.to_str().encode()).hexdigest(),
         "versions": {
             "torch": torch.__version__,
             "transformers": __import__("transformers").__version__,
@@ -207,6 +304,7 @@ def main() -> int:
         },
         "train_tokens": len(stream),
         "val_tokens": int(val_windows[:, 1:].numel()),
+        "steps_run": history[-1]["step"],
         "best_step": best[1],
         "val_loss_fp32": round(best[0], 4),
         "val_perplexity_fp32": round(math.exp(best[0]), 3),

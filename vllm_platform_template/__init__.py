@@ -1,4 +1,4 @@
-"""vllm-platform-template: the reference out-of-tree hardware platform plugin for vLLM.
+"""vllm-platform-template: an out-of-tree hardware platform plugin for vLLM (README.md).
 
 Entry points (see pyproject.toml): :func:`register` for ``vllm.platform_plugins``
 and :func:`register_general` for ``vllm.general_plugins``. Importing this

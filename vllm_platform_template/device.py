@@ -1,7 +1,7 @@
 """The device API: what each device folder provides, and how the plugin finds it.
 
-Every backend lives in one folder, ``devices/<name>/``, whose package exports
-``DEVICE``, a :class:`TemplateDevice`: its kernel table, attention kernels,
+Every backend lives in one folder, ``devices/<name>/``, whose ``device.py``
+exports ``DEVICE``, a :class:`TemplateDevice`: its kernel table, attention kernels,
 graph backend, IR provider name, graph and priority defaults, and its vLLM
 platform class. The compiler, graph wrapper, attention backend, IR and CustomOp
 glue and the fused model never branch on the device: they ask
@@ -11,7 +11,8 @@ glue and the fused model never branch on the device: they ask
 The lookup goes by the package name in ``settings.DEVICE_PACKAGES``, as vLLM
 resolves its platforms and attention backends by qualified name: the layers
 below the platforms never import a device folder, and a device folder's
-``DEVICE`` imports only kernel-layer code (no vLLM, no platform), so the import
+``device.py`` imports only the device API and its own kernels (no vLLM, no
+platform), so the import
 graph stays one-way (``tests/unit/test_import_graph.py``). Adding a device is
 adding a folder and a line in ``settings.DEVICE_PACKAGES``.
 """
@@ -35,10 +36,10 @@ class KernelTable:
 
     The three roads: vLLM IR providers (``ir_impls``, vLLM 0.32/0.33), the
     layers' ``CustomOp.forward_oot`` (``custom_ops``, the road after vLLM
-    removes IR) and the fused model's direct calls (``models``). Each kernel
-    comes with ``supports(...)``, the argument check that decides whether it
-    takes a call (else the caller uses vLLM's native code); it never looks at
-    the batch size, so dispatch does not change with load.
+    removes IR) and the fused model's direct calls (``models``). The norm and
+    GELU kernels come with ``*_supports(...)``, the argument check that decides
+    whether the kernel takes a call (else the caller uses vLLM's native code);
+    it never looks at the batch size, so dispatch does not change with load.
     """
 
     rms_norm: Callable[..., torch.Tensor]

@@ -11,9 +11,9 @@ exists, the upstream reference and when to remove it. Two kinds:
 - scoped patches (``scope="call"``) rebind an object for one call or one
   instance; the function that does it lives here and the listed caller calls it.
 
-This module imports nothing from the plugin but its logger (and, inside a patch,
-kernel-layer code), so the compiler and the graph wrapper call it without
-importing the platform layer.
+This module imports nothing from the plugin but its logger and settings (and,
+inside a patch, the device API), so the compiler and the graph wrapper call it
+without importing the platform layer.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import importlib.abc
+import importlib.util
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -28,8 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.settings import DEVICE_PACKAGES
 
 logger = get_logger(__name__)
+
+# The devices that are not the CPU reference backend: plain-Platform accelerators, whose
+# pinned-memory views and communicator capture vLLM reserves for its in-tree platforms.
+ACCELERATORS = tuple(device for device in DEVICE_PACKAGES if device != "cpu")
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,70 @@ def _oot_communicator_graph_capture() -> None:
     graph_capture.__template_patched__ = True  # type: ignore[attr-defined]
     graph_capture.__wrapped_original__ = original  # type: ignore[attr-defined]
     GroupCoordinator.graph_capture = graph_capture  # type: ignore[method-assign]
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``callback(module)`` right after module ``name`` is executed (once)."""
+
+    def __init__(self, name: str, callback: Callable[[types.ModuleType], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # one shot; the search below must not come back here
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec is not None else None
+        if loader is None:
+            return spec
+        exec_module = loader.exec_module
+        callback = self.callback
+
+        def exec_then_callback(module: types.ModuleType) -> None:
+            exec_module(module)
+            callback(module)
+
+        loader.exec_module = exec_then_callback  # type: ignore[method-assign]
+        return spec
+
+
+def after_import(name: str, callback: Callable[[types.ModuleType], None]) -> None:
+    """``callback(module)`` now if module ``name`` is imported, else right after its import.
+
+    A patch of a module that costs an import nobody asked for (vLLM's Ray executor
+    imports Ray: about 1.4 s) waits for vLLM to import it.
+    """
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+# vLLM's default Ray executor (VLLM_USE_RAY_V2_EXECUTOR_BACKEND=1).
+RAY_EXECUTOR_MODULE = "vllm.v1.executor.ray_executor_v2"
+
+
+def _ray_custom_resource() -> None:
+    """vLLM's Ray executor with the platform's own Ray resource (``ray_workers``)."""
+    after_import(RAY_EXECUTOR_MODULE, _use_template_ray_workers)
+
+
+def _use_template_ray_workers(module: types.ModuleType) -> None:
+    if getattr(module, "__template_patched__", False):
+        return
+    if importlib.util.find_spec("ray") is None:
+        return  # vLLM's executor says how to install Ray
+    from vllm_platform_template import ray_workers
+
+    # _init_executor looks both names up in its module when it runs.
+    setattr(module, "RayWorkerProc", ray_workers.TemplateRayWorkerProc)  # noqa: B010
+    initialize = module.initialize_ray_cluster
+    setattr(  # noqa: B010  (the rebinding is this patch)
+        module, "initialize_ray_cluster", ray_workers.with_resource_check(initialize)
+    )
+    module.__template_patched__ = True  # type: ignore[attr-defined]
 
 
 def input_fake_mode_for_standalone_compile(
@@ -249,7 +320,9 @@ PATCHES: tuple[Patch, ...] = (
             "after every test), which import the function by name. Patched, both calls do "
             "nothing when torch has no accelerator (as empty_cache already does when the "
             "allocator is not initialised). The CPU platform applies it when vLLM makes it "
-            "the current platform, since a process may never load the general plugins"
+            "the current platform, since a process may never load the general plugins. (vLLM's "
+            "CPU worker modules, v1/worker/cpu/shm.py, make torch.accelerator.empty_cache a "
+            "no-op only in the worker process.)"
         ),
         upstream=(
             "vLLM 0.32.0 has no platform hook for the cleanup (e.g. Platform.empty_cache); "
@@ -269,9 +342,9 @@ PATCHES: tuple[Patch, ...] = (
             "and reads them on the device through get_accelerator_view_from_cpu_tensor, "
             "which serves CUDA/ROCm (vllm._C) and XPU and raises for every out-of-tree "
             "platform ('currently not supported in: cuda'), though the platform says pinned "
-            "memory, hence UVA, is available. The template GPU platform answers with "
-            "TemplateDevice.pinned_device_view (GPU: devices/gpu/cuda_views.py, a zero-copy "
-            "CUDA view of the pinned tensor, torch only)."
+            "memory, hence UVA, is available. A template accelerator answers with "
+            "TemplateDevice.pinned_device_view (GPU: devices/gpu/views.py, a zero-copy "
+            "device view of the pinned tensor, torch only); others keep vLLM's answer."
         ),
         upstream=(
             "vLLM 0.32.0 vllm/utils/torch_utils.py::get_accelerator_view_from_cpu_tensor "
@@ -282,7 +355,7 @@ PATCHES: tuple[Patch, ...] = (
             "buffers on a platform answer other than is_pin_memory_available()"
         ),
         apply=_uva_device_view,
-        devices=("cuda",),
+        devices=ACCELERATORS,
     ),
     Patch(
         name="oot_communicator_graph_capture",
@@ -292,7 +365,7 @@ PATCHES: tuple[Patch, ...] = (
             "communicator is vLLM's CudaCommunicator or XpuCommunicator, so tensor or "
             "pipeline parallel with graphs dies at the first capture on an out-of-tree "
             "platform. Patched, a communicator that defines graph_capture(context) (the "
-            "template GPU communicator: a side stream that waits for the current one) "
+            "GPU folder's communicator: a side stream that waits for the current one) "
             "provides the context; every other communicator gets vLLM's own"
         ),
         upstream=(
@@ -304,7 +377,37 @@ PATCHES: tuple[Patch, ...] = (
             "DeviceCommunicatorBase hook) instead of asserting on its class"
         ),
         apply=_oot_communicator_graph_capture,
-        devices=("cuda",),
+        devices=ACCELERATORS,
+    ),
+    Patch(
+        name="ray_custom_resource",
+        why=(
+            "the CPU platform's Ray resource (ray_device_key 'template_cpu') is a custom Ray "
+            "resource, not a Ray accelerator, and vLLM's Ray executor assumes an accelerator "
+            "twice: RayWorkerProc.get_node_and_physical_gpu_ids indexes "
+            "ray.get_runtime_context().get_accelerator_ids() by the key (KeyError for a "
+            "custom resource), and initialize_ray_cluster starts a local Ray instance that "
+            "declares only what Ray detects, then waits 1800 s for a placement group no "
+            "node can hold. Once vLLM imports ray_executor_v2, its RayWorkerProc is "
+            "ray_workers.TemplateRayWorkerProc (no device ids for a custom resource; the "
+            "actor class travels to Ray workers by reference) and its initialize_ray_cluster "
+            "first starts the local instance declaring the resource, or refuses at once "
+            "when the cluster it joins declares too few"
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/v1/executor/ray_executor_v2.py::RayWorkerProc."
+            "get_node_and_physical_gpu_ids and ray_utils.py::initialize_ray_cluster; the "
+            "legacy RayDistributedExecutor (ray_utils.RayWorkerWrapper, the same lookup) is "
+            "not patched: the CPU platform refuses it (devices/cpu/policy.py::"
+            "ray_executor_problem), and vLLM 0.33 removes it"
+        ),
+        remove_when=(
+            "vLLM asks the platform for a Ray worker's device ids (or tolerates a key "
+            "get_accelerator_ids() does not know) and lets the platform declare the "
+            "resources of the Ray instance it starts"
+        ),
+        apply=_ray_custom_resource,
+        devices=("cpu",),
     ),
     Patch(
         name="standalone_compile_input_fake_mode",
@@ -318,9 +421,9 @@ PATCHES: tuple[Patch, ...] = (
             "(vllm/compilation/compiler_interface.py) applies the same workaround"
         ),
         remove_when="standalone_compile accepts inputs that carry their own fake mode",
-        devices=("cpu", "cuda", "xpu"),
+        devices=tuple(DEVICE_PACKAGES),
         scope="call",
-        caller="compiler/compiler.py::TemplateCompiler.compile",
+        caller="compiler/compiler.py::TemplateCompiler._aot_eager (fusion_only, fallback)",
     ),
     Patch(
         name="gc_collect_off_during_capture",
@@ -334,7 +437,7 @@ PATCHES: tuple[Patch, ...] = (
             "the same way when CUDAGraphOptions.gc_disable is set"
         ),
         remove_when="torch's graph capture stops collecting garbage, or offers a flag for it",
-        devices=("cpu", "cuda", "xpu"),
+        devices=tuple(DEVICE_PACKAGES),
         scope="call",
         caller="graph_wrapper/wrapper.py::TemplateGraphWrapper._capture (gc_disable)",
     ),

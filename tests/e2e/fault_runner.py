@@ -11,6 +11,7 @@ Prints the demo's JSON report (or a JSON error object) as the last line.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -28,10 +29,11 @@ def _compile_stage_fault() -> mock._patch:
 
 
 def _capture_fault() -> mock._patch:
-    if os.environ["VLLM_TEMPLATE_DEVICE"] == "cuda":
-        from vllm_platform_template.devices.gpu.graphs import CudaGraphBackend as backend
-    else:
-        from vllm_platform_template.devices.cpu.graphs import CpuGraphEmulation as backend
+    from vllm_platform_template.device import device_for
+
+    device = device_for(os.environ["VLLM_TEMPLATE_DEVICE"])
+    assert device is not None
+    backend = type(device.graph_backend(None))  # the device's graph backend class
 
     original = backend.capture
 
@@ -49,7 +51,7 @@ def _provider_fault() -> mock._patch:
     from vllm_platform_template.devices.cpu import kernels as cpu
 
     def fail(*args, **kwargs):
-        raise RuntimeError("injected provider fault in template_cpu rms_norm")
+        raise RuntimeError("injected provider fault in template_cpu fused_add_rms_norm")
 
     # The CPU device's kernel table is built on first use, after this patch.
     return mock.patch.object(cpu, "fused_add_rms_norm_", fail)
@@ -68,7 +70,8 @@ def main() -> int:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     # Before anything imports vLLM (the fault patches do): vLLM resolves the
     # platform once per process, at the first use.
-    os.environ["VLLM_TEMPLATE_DEVICE"] = "cuda" if "cuda" in demo_args else "cpu"
+    device_args = [a for flag, a in itertools.pairwise(demo_args) if flag == "--device"]
+    os.environ["VLLM_TEMPLATE_DEVICE"] = device_args[-1] if device_args else "cpu"
     import argparse
 
     from vllm_platform_template.cli.demo import add_arguments, run

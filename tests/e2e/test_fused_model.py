@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hf_reference import decoding_of
 
 pytestmark = pytest.mark.e2e
 
@@ -18,7 +19,7 @@ def test_fused_model_matches_stock_and_transformers(engine_runs, hf_greedy) -> N
     assert ours["compilation_mode"] == "NONE"
     assert ours["attention_backends"] == ["TEMPLATE_ATTN"]
     assert ours["tokens"] == stock["tokens"]
-    assert ours["tokens"] == hf_greedy(ours["prompt_token_ids"], max_tokens=24)
+    assert ours["tokens"] == hf_greedy(ours["prompt_token_ids"], **decoding_of(ours))
 
 
 def test_default_stays_vllms_model(engine_runs) -> None:

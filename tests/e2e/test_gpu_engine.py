@@ -1,13 +1,14 @@
-"""The GPU platform runs vLLM end to end (GPU tier, stage ``engine``: ``tools/gpu_tier.sh``).
+"""The GPU folder's platform runs vLLM end to end on its device (GPU tier, ``-m gpu``).
 
 Every engine here is the template's plain-``Platform`` GPU backend
-(``VLLM_TEMPLATE_DEVICE=cuda``) with only the template's Triton kernels and
-torch's. Each test starts its own engine and holds it to Hugging Face
-transformers on the same GPU, so the tests are independent and the tier runs
-them in parallel (pytest-xdist) on one GPU: every engine gets a fixed 1 GiB KV
-cache (``kv_cache_memory_bytes``: no memory profiling against the other
-engines), asks for 8% of the GPU's memory at start (vLLM checks that much is
-free), and runs at most 8 sequences (graph capture sizes 1-16, not vLLM's 512).
+(``VLLM_TEMPLATE_DEVICE=<devices/gpu/identity.py's device type>``) with only the
+template's Triton kernels and torch's. Each test starts its own engine and
+holds it to Hugging Face transformers on the same device, so the tests are
+independent and the tier runs them in parallel (pytest-xdist) on one device:
+every engine gets a fixed 1 GiB KV cache (``kv_cache_memory_bytes``: no memory
+profiling against the other engines), asks for 8% of the device's memory at
+start (vLLM checks that much is free), and runs at most 8 sequences (graph
+capture sizes 1-16, not vLLM's 512).
 
 - tiny fp32, greedy tokens equal transformers fp32 token for token: eager, both
   compiler stages, compiled + the platform's default graphs, the fused model,
@@ -33,16 +34,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from hf_reference import hf_greedy_on
+from hf_reference import decoding_of, hf_greedy_on
 from logprob_closeness import check_logprobs_close
 
+from vllm_platform_template.devices.gpu.identity import IDENTITY
+
+DEVICE = IDENTITY.device_type
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {DEVICE} device"),
 ]
 
-MAX_TOKENS = 24  # the demo's default
+MAX_TOKENS = 32  # the demo's default
 ENGINE = {"max_num_seqs": 8, "gpu_memory_utilization": 0.08, "kv_cache_memory_bytes": 1 << 30}
 FP32_REL_TOL = 1e-4
 PLATFORM = "vllm_platform_template.devices.gpu.platform.TemplateGpuPlatform"
@@ -50,22 +54,22 @@ PLATFORM = "vllm_platform_template.devices.gpu.platform.TemplateGpuPlatform"
 
 def gpu(*args: str, **engine_args: object) -> tuple[str, ...]:
     """Demo arguments for the GPU backend with the tier's engine limits."""
-    return ("--device", "cuda", *args, "--engine-args", json.dumps({**ENGINE, **engine_args}))
+    return ("--device", DEVICE, *args, "--engine-args", json.dumps({**ENGINE, **engine_args}))
 
 
 @pytest.fixture(scope="module")
 def hf_gpu_greedy(tiny_model_dir):
-    return hf_greedy_on(tiny_model_dir, "cuda")
+    return hf_greedy_on(tiny_model_dir, DEVICE)
 
 
 def assert_equals_transformers(report: dict, hf_gpu_greedy) -> None:
     assert report["platform"] == PLATFORM
-    expected = hf_gpu_greedy(report["prompt_token_ids"], MAX_TOKENS)
+    expected = hf_gpu_greedy(report["prompt_token_ids"], **decoding_of(report))
     assert report["tokens"] == expected
 
 
 def test_demo_human_output_names_the_gpu_platform(tiny_model_dir) -> None:
-    env = {**os.environ, "VLLM_TEMPLATE_DEVICE": "cuda"}
+    env = {**os.environ, "VLLM_TEMPLATE_DEVICE": DEVICE}
     cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo"]
     cmd += gpu("--enforce-eager")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -79,7 +83,7 @@ def test_eager_matches_transformers_on_gpu_and_cpu(engine_runs, hf_gpu_greedy, h
     ours = engine_runs.run(*gpu("--enforce-eager"))
     assert ours["attention_backends"] == ["TEMPLATE_ATTN"]
     assert_equals_transformers(ours, hf_gpu_greedy)
-    assert ours["tokens"] == hf_greedy(ours["prompt_token_ids"], max_tokens=MAX_TOKENS)
+    assert ours["tokens"] == hf_greedy(ours["prompt_token_ids"], **decoding_of(ours))
 
 
 @pytest.mark.parametrize("stage", ["graph", "fusion_only"])
@@ -98,7 +102,7 @@ def test_default_graphs_capture_replay_and_match(engine_runs, hf_gpu_greedy) -> 
     assert ours["compilation_mode"] == "VLLM_COMPILE"
     assert ours["cudagraph_mode"] != "NONE"
     g = ours["graphs"]
-    assert g["backend"] == "cuda"
+    assert g["backend"] == DEVICE
     assert sum(g["captures"].values()) > 0
     assert sum(g["replays"].values()) >= MAX_TOKENS
     assert not g["eager_fallbacks"]
@@ -170,7 +174,14 @@ BF16_TOKENS, TOP_K = 64, 5
 
 def bf16_args() -> tuple[str, ...]:
     args = ["--size", "small", "--dtype", "bfloat16", "--enforce-eager"]
-    args += ["--max-tokens", str(BF16_TOKENS), "--logprobs", str(TOP_K)]
+    args += [
+        "--max-tokens",
+        str(BF16_TOKENS),
+        "--logprobs",
+        str(TOP_K),
+        "--repetition-penalty",
+        "1",
+    ]
     for prompt in BF16_PROMPTS:
         args += ["--prompt", prompt]
     return tuple(args)
@@ -182,12 +193,12 @@ def check_bf16_close_to_transformers(report: dict, small_model_dir: Path) -> Non
 
     assert report["dtype"] == "bfloat16"
     model = AutoModelForCausalLM.from_pretrained(small_model_dir, dtype=torch.bfloat16)
-    model = model.to("cuda").eval()
+    model = model.to(DEVICE).eval()
     expected = []
     for ids in report["prompt_token_ids"]:
         with torch.no_grad():
             out = model.generate(
-                torch.tensor([ids], device="cuda"),
+                torch.tensor([ids], device=DEVICE),
                 max_new_tokens=BF16_TOKENS,
                 min_new_tokens=BF16_TOKENS,
                 do_sample=False,
@@ -227,7 +238,7 @@ def test_failed_graph_capture_runs_that_size_eagerly(engine_runs, hf_gpu_greedy,
 
 def _demo(args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", *args]
-    full_env = {**os.environ, "VLLM_TEMPLATE_DEVICE": "cuda", **env}
+    full_env = {**os.environ, "VLLM_TEMPLATE_DEVICE": DEVICE, **env}
     return subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=300)
 
 
@@ -241,7 +252,7 @@ def test_kv_cache_that_cannot_fit_names_the_settings() -> None:
 
 @pytest.mark.parametrize("visible", ["", "99"], ids=["no-gpu-visible", "bad-device-index"])
 def test_no_usable_gpu_is_refused_with_what_to_do(visible: str) -> None:
-    proc = _demo(gpu("--enforce-eager"), {"CUDA_VISIBLE_DEVICES": visible})
+    proc = _demo(gpu("--enforce-eager"), {IDENTITY.visible_devices_env: visible})
     assert proc.returncode != 0
-    assert "sees no cuda device" in proc.stderr, proc.stderr[-3000:]
+    assert f"sees no {DEVICE} device" in proc.stderr, proc.stderr[-3000:]
     assert "VLLM_TEMPLATE_DEVICE=cpu" in proc.stderr

@@ -1,9 +1,10 @@
-"""Tensor and pipeline parallel on two GPUs (GPU tier, stage ``multi``).
+"""Tensor and pipeline parallel on two devices (GPU tier, ``-m gpu``).
 
-vLLM's own distributed runtime (NCCL through ``torch.distributed``, one worker
-process per GPU) on the template's GPU platform: TP=2 and PP=2, eager, compiled
-and with CUDA graphs (the capture goes through the template communicator's
-``graph_capture``, see ``devices/gpu/communicator.py``). fp32 greedy tokens must
+vLLM's own distributed runtime (the identity's ``dist_backend`` through
+``torch.distributed``, one worker process per device) on the template's GPU
+platform: TP=2 and PP=2, eager, compiled and with graphs (the capture goes
+through the template communicator's ``graph_capture``, see
+``devices/gpu/communicator.py``). fp32 greedy tokens must
 equal transformers on one GPU token for token, as the one-GPU engine's do; bf16
 ``small`` with TP=2 is held to transformers bf16 on one GPU by the logprob rule;
 ``serve`` with TP=2 takes the 64-request load and shuts down cleanly.
@@ -12,8 +13,8 @@ equal transformers on one GPU token for token, as the one-GPU engine's do; bf16
 from __future__ import annotations
 
 import pytest
-import torch
 from test_gpu_engine import (
+    DEVICE,
     assert_equals_transformers,
     bf16_args,
     check_bf16_close_to_transformers,
@@ -21,10 +22,17 @@ from test_gpu_engine import (
 )
 from test_serving import check_clean_shutdown, check_concurrent_load, start_server
 
+from vllm_platform_template.devices.gpu.identity import IDENTITY
+
+
+def _device_count() -> int:
+    return IDENTITY.torch_module_or_none().device_count() if IDENTITY.present() else 0
+
+
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.gpu,
-    pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs"),
+    pytest.mark.skipif(_device_count() < 2, reason=f"needs two {DEVICE} devices"),
 ]
 
 MODES = {"eager": ("--enforce-eager",), "compiled": ("--compile-stage", "graph")}
@@ -35,7 +43,7 @@ GRAPHS = {"none": "NONE", "piecewise": "PIECEWISE", "default": None}
 def hf_gpu_greedy(tiny_model_dir):
     from hf_reference import hf_greedy_on
 
-    return hf_greedy_on(tiny_model_dir, "cuda")
+    return hf_greedy_on(tiny_model_dir, DEVICE)
 
 
 def _parallel_run(engine_runs, layout: str, mode: str, graphs: str) -> dict:
@@ -71,7 +79,7 @@ def test_tp2_bf16_close_to_one_gpu(engine_runs, small_model_dir) -> None:
 
 def test_tp2_serve_under_load_and_clean_shutdown(tiny_model_dir, tmp_path) -> None:
     extra = ("--tensor-parallel-size", "2", "--gpu-memory-utilization", "0.1")
-    server = start_server(tiny_model_dir, "cuda", tmp_path / "server.log", extra)
+    server = start_server(tiny_model_dir, DEVICE, tmp_path / "server.log", extra)
     try:
         check_concurrent_load(server)
         check_clean_shutdown(server)

@@ -1,6 +1,6 @@
-"""``vllm-template serve`` on the GPU platform (GPU tier, stage ``serve``).
+"""``vllm-template serve`` on the GPU folder's platform (GPU tier, ``-m gpu``).
 
-The CPU serving test's checks (``test_serving.py``) on ``VLLM_TEMPLATE_DEVICE=cuda``
+The CPU serving test's checks (``test_serving.py``) on the GPU folder's device
 with the platform's default mode (compiled, graphs): 64 concurrent requests, half
 of them streaming, each equal to the same request sent alone; then SIGINT stops the
 server with no traceback, leaves no process of its own behind and gives the GPU
@@ -16,18 +16,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 from test_serving import Server, check_clean_shutdown, check_concurrent_load, start_server
+
+from vllm_platform_template.devices.gpu.device import DEVICE as GPU
+from vllm_platform_template.devices.gpu.identity import IDENTITY, torch_module
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {IDENTITY.device_type} device"),
 ]
 
 
 def _gpu_used_bytes() -> int:
-    free, total = torch.cuda.mem_get_info()
+    free, total = torch_module().mem_get_info()
     return total - free
 
 
@@ -43,7 +45,7 @@ def _descendants(pid: int) -> list[int]:
 def gpu_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     before = _gpu_used_bytes()
     log = tmp_path_factory.mktemp("gpu-serve") / "server.log"
-    running = start_server(tiny_model_dir, "cuda", log)
+    running = start_server(tiny_model_dir, IDENTITY.device_type, log)
     running.gpu_used_before = before  # type: ignore[attr-defined]
     yield running
     if running.proc.poll() is None:
@@ -51,7 +53,7 @@ def gpu_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def test_concurrent_load_on_the_gpu(gpu_server: Server) -> None:
-    assert "template_triton" in gpu_server.log.read_text()  # the GPU platform's IR provider
+    assert GPU.ir_provider in gpu_server.log.read_text()  # the GPU platform's IR provider
     check_concurrent_load(gpu_server)
 
 

@@ -1,13 +1,18 @@
 """Token parity of the template platform with stock vLLM and with transformers.
 
-Greedy decoding of the tiny fp32 model must give the same token ids on the
-template platform (eager and compiled) as on stock vLLM's CPU platform (plugin
-inactive, separate process) and as transformers' own greedy decoding.
+Greedy decoding of the tiny fp32 model (the demo's: with vLLM's repetition
+penalty) must give the same token ids on the template platform (eager and
+compiled) as on stock vLLM's CPU platform (plugin inactive, separate process)
+and as transformers' own greedy decoding with the same penalty.
 """
 
 from __future__ import annotations
 
 import pytest
+from hf_reference import decoding_of
+
+from vllm_platform_template.cli.demo import DEFAULT_REPETITION_PENALTY
+from vllm_platform_template.settings import CPU_ISA_ENV
 
 pytestmark = pytest.mark.e2e
 
@@ -22,7 +27,8 @@ def test_eager_matches_stock(engine_runs) -> None:
     assert ours["platform"] == TEMPLATE_CPU
     assert ours["compilation_mode"] == "NONE"
     assert ours["tokens"] == stock["tokens"]
-    assert all(len(t) == 24 for t in ours["tokens"])
+    assert all(len(t) == 32 for t in ours["tokens"])
+    assert ours["sampling"]["repetition_penalty"] == DEFAULT_REPETITION_PENALTY
 
 
 def test_compiled_matches_stock(engine_runs) -> None:
@@ -37,10 +43,30 @@ def test_compiled_matches_stock(engine_runs) -> None:
 @pytest.mark.parametrize("extra", [("--enforce-eager",), ()], ids=["eager", "compiled"])
 def test_matches_transformers(engine_runs, hf_greedy, extra: tuple[str, ...]) -> None:
     ours = engine_runs.run(*extra)
-    expected = hf_greedy(ours["prompt_token_ids"], max_tokens=24)
+    expected = hf_greedy(ours["prompt_token_ids"], **decoding_of(ours))
     assert ours["tokens"] == expected
 
 
 def test_no_shutdown_traceback(engine_runs) -> None:
     ours = engine_runs.run("--enforce-eager")
     assert "Traceback" not in ours["_stderr"]
+
+
+def _repeated_4grams(tokens: list[int]) -> list[tuple[int, ...]]:
+    grams = [tuple(tokens[i : i + 4]) for i in range(len(tokens) - 3)]
+    return sorted({g for g in grams if grams.count(g) > 1})
+
+
+def test_demo_continuations_do_not_loop(engine_runs) -> None:
+    """The demo reads as text: no 4-token sequence repeats within a continuation."""
+    ours = engine_runs.run()
+    for prompt, tokens in zip(ours["prompts"], ours["tokens"], strict=True):
+        assert not _repeated_4grams(tokens), f"{prompt!r} loops: {_repeated_4grams(tokens)}"
+
+
+def test_tokens_do_not_depend_on_the_kernel_build(engine_runs) -> None:
+    """The AVX2 build of vLLM's CPU kernels gives the host's build's tokens (fp32)."""
+    ours = engine_runs.run("--enforce-eager")
+    avx2 = engine_runs.run("--enforce-eager", env={CPU_ISA_ENV: "avx2"})
+    assert avx2["tokens"] == ours["tokens"]
+    assert avx2["held_out"]["perplexity"] == pytest.approx(ours["held_out"]["perplexity"], rel=1e-4)

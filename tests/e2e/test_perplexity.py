@@ -12,7 +12,8 @@ inactive, separate process) and in transformers:
   fp32 perplexity. bf16 keeps 8 bits of mantissa: two correct kernels round
   differently, so per-token equality is the wrong test; over ~200 tokens the
   differences average out (transformers' bf16 perplexity differs from its fp32
-  one by well under 1% on this model, measured on the CPU).
+  one by well under 1% on this model, measured on the CPU). Runs wherever one of
+  vLLM's CPU kernel builds loaded (each runs bf16: ``vllm_cpu_build.bf16_problem``).
 
 The fp32 runs are the same engine runs as test_parity.py's (shared fixtures),
 so this file costs no extra engine start there.
@@ -26,6 +27,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from vllm_platform_template.devices.cpu import vllm_cpu_build
+
 pytestmark = pytest.mark.e2e
 
 FP32_REL_TOL = 1e-4
@@ -33,20 +36,9 @@ FP32_TOKEN_ABS_TOL = 1e-3
 BF16_REL_TOL = 0.02
 BF16_VS_FP32_REL_TOL = 0.05
 # A random-weight model of this vocabulary scores in the thousands; the trained
-# model about 100 (see docs/results/tiny_perplexity.txt). Below this bound
-# means the trained weights are what ran.
-TRAINED_MAX_PERPLEXITY = 400.0
-
-
-def _bf16_unsupported_reason() -> str | None:
-    """vLLM's CPU kernels run bf16 with AVX-512 BF16 (torch's own check, as vLLM's)."""
-    if torch.cpu._is_avx512_bf16_supported():
-        return None
-    flags = sorted({f for f in Path("/proc/cpuinfo").read_text().split() if f.startswith("avx")})
-    return (
-        "bf16 perplexity parity needs a CPU with AVX-512 BF16 "
-        f"(torch.cpu._is_avx512_bf16_supported() is False; this CPU has {flags})"
-    )
+# model about 44 (the tests here print it). At most 60 is the goal the
+# shipped weights meet: anything above means other weights ran.
+TRAINED_MAX_PERPLEXITY = 60.0
 
 
 @pytest.fixture(scope="session")
@@ -97,9 +89,9 @@ def test_compiled_perplexity_matches_eager(engine_runs) -> None:
 
 
 def test_bf16_perplexity_matches_stock_and_transformers(engine_runs, hf_logprobs) -> None:
-    reason = _bf16_unsupported_reason()
-    if reason:
-        pytest.skip(reason)
+    problem = vllm_cpu_build.bf16_problem(vllm_cpu_build.load_cpu_kernels())
+    if problem:
+        pytest.skip(problem)  # the demo's and test_bf16_parity.py's rule too
     fp32 = engine_runs.run("--enforce-eager")["held_out"]["perplexity"]
     stock = engine_runs.run("--stock", "--enforce-eager", "--dtype", "bfloat16")["held_out"]
     ours = engine_runs.run("--enforce-eager", "--dtype", "bfloat16")["held_out"]

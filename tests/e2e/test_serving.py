@@ -1,4 +1,8 @@
-"""``vllm serve`` on the template platform: OpenAI API, concurrent load, clean shutdown."""
+"""``vllm-template serve`` (vLLM's ``serve``) on the template CPU platform.
+
+OpenAI completions API, concurrent load, clean shutdown; ``test_gpu_serving.py``
+and ``test_gpu_parallel.py`` reuse the checks on the GPU platform.
+"""
 
 from __future__ import annotations
 

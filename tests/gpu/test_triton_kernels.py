@@ -1,7 +1,8 @@
-"""Triton kernels on a CUDA GPU against their reference semantics (GPU tier).
+"""Triton kernels on the device against their reference semantics (GPU tier, ``-m gpu``).
 
-Needs torch with CUDA and triton; no vLLM. Skipped (with the reason) without a
-CUDA device, or when ``TRITON_INTERPRET=1`` is set (the kernels would then be
+The device is the GPU folder's (``devices/gpu/identity.py``). Needs torch with
+that device and triton; no vLLM. Skipped (with the reason) without the
+device, or when ``TRITON_INTERPRET=1`` is set (the kernels would then be
 interpreted on the CPU; ``tests/unit/test_triton_kernels_interpret.py`` is that
 tier). Shapes go up to 8192 x 8192 for the row ops and to 4096-key contexts for
 attention; fp32/bf16/fp16 throughout.
@@ -22,11 +23,14 @@ import os
 import pytest
 import torch
 
+from vllm_platform_template.devices.gpu.identity import IDENTITY, torch_module
+
 triton = pytest.importorskip("triton")
+DEVICE = IDENTITY.device_type
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {IDENTITY.device_type} device"),
     pytest.mark.skipif(
         os.environ.get("TRITON_INTERPRET") == "1",
         reason="TRITON_INTERPRET=1 would run the kernels in the CPU interpreter",
@@ -55,8 +59,8 @@ def _dtype_id(dtype: torch.dtype) -> str:
 
 
 def _randn(*shape, dtype=torch.float32, seed=0):
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    return torch.randn(*shape, generator=gen, device="cuda").to(dtype)
+    gen = torch.Generator(device=DEVICE).manual_seed(seed)
+    return torch.randn(*shape, generator=gen, device=DEVICE).to(dtype)
 
 
 def _assert_close_rows(got: torch.Tensor, expected: torch.Tensor) -> None:
@@ -121,10 +125,10 @@ def ref_paged_attention(
 @pytest.fixture(autouse=True)
 def _no_tf32():
     """Full-precision float32 matmuls in the references."""
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # no TF32
     yield
-    torch.backends.cuda.matmul.allow_tf32 = saved
+    torch.set_float32_matmul_precision(saved)
 
 
 # ---------------------------------------------------------------------------
@@ -174,9 +178,9 @@ def test_row_ops_variants():
     torch.testing.assert_close(r, er, rtol=0, atol=0)
     torch.testing.assert_close(base[:, :100], before[:, :100], rtol=0, atol=0)
     torch.testing.assert_close(base[:, 2148:], before[:, 2148:], rtol=0, atol=0)
-    empty = torch.empty(0, 4096, device="cuda", dtype=torch.bfloat16)
+    empty = torch.empty(0, 4096, device=DEVICE, dtype=torch.bfloat16)
     assert layernorm.rms_norm(empty, None, 1e-6).shape == (0, 4096)
-    with pytest.raises(ValueError, match="cuda"):
+    with pytest.raises(ValueError, match=DEVICE):
         layernorm.rms_norm(torch.randn(2, 8), None, 1e-6)
 
 
@@ -217,7 +221,7 @@ def test_gelu_and_mul_sparse(shape, dtype, approximate):
 def test_rotary_embedding(heads, neox, dtype):
     hq, hkv, head_size, rot = heads
     num_tokens = 4096
-    positions = torch.randint(0, 8192, (num_tokens,), device="cuda")
+    positions = torch.randint(0, 8192, (num_tokens,), device=DEVICE)
     cache = _randn(8192, rot, dtype=dtype, seed=3)
     qkv = _randn(num_tokens, (hq + 2 * hkv) * head_size, dtype=dtype)
     q, k, v = qkv.split([hq * head_size, hkv * head_size, hkv * head_size], dim=-1)
@@ -227,11 +231,11 @@ def test_rotary_embedding(heads, neox, dtype):
     eq, ek = eq.to(dtype), ek.to(dtype)
     v_before = v.clone()
     kv_cache = torch.full(
-        (num_tokens // 16 + 4, hkv, 16, 2 * head_size), float("nan"), device="cuda", dtype=dtype
+        (num_tokens // 16 + 4, hkv, 16, 2 * head_size), float("nan"), device=DEVICE, dtype=dtype
     )
     key_cache, value_cache = split_kv_cache(kv_cache)
     # Every token is rotated; the last 2 are padding rows the cache write skips.
-    slots = torch.randperm(kv_cache.shape[0] * 16, device="cuda")[: num_tokens - 2]
+    slots = torch.randperm(kv_cache.shape[0] * 16, device=DEVICE)[: num_tokens - 2]
     slots[::7] = -1
     rotary.rotary_embedding_and_cache_(
         positions, q, k, v, head_size, cache, neox, key_cache, value_cache, slots
@@ -262,13 +266,13 @@ def test_rotary_embedding(heads, neox, dtype):
 def test_reshape_and_cache(dtype, block_size):
     num_tokens, hkv, head_size, num_blocks = 3000, 8, 128, 256
     kv_cache = torch.full(
-        (num_blocks, hkv, block_size, 2 * head_size), float("nan"), device="cuda", dtype=dtype
+        (num_blocks, hkv, block_size, 2 * head_size), float("nan"), device=DEVICE, dtype=dtype
     )
     key_cache, value_cache = split_kv_cache(kv_cache)
     expected = kv_cache.clone()
     exp_k, exp_v = split_kv_cache(expected)
     # Fewer slots than key rows: the last 16 rows are padding, not written.
-    slots = torch.randperm(num_blocks * block_size, device="cuda")[: num_tokens - 16]
+    slots = torch.randperm(num_blocks * block_size, device=DEVICE)[: num_tokens - 16]
     slots[::5] = -1
     key = _randn(num_tokens, hkv, head_size, dtype=dtype)
     value = _randn(num_tokens, hkv, head_size, dtype=dtype, seed=1)
@@ -279,19 +283,19 @@ def test_reshape_and_cache(dtype, block_size):
 
 def _paged_batch(q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_size, dtype, seed=0):
     """Caches full of NaN except the requests' tokens; unused table entries hit a NaN block."""
-    gen = torch.Generator(device="cuda").manual_seed(seed)
+    gen = torch.Generator(device=DEVICE).manual_seed(seed)
     blocks_per_req = [(s + block_size - 1) // block_size for s in seq_lens]
     num_blocks = sum(blocks_per_req) + 2
     kv_cache = torch.full(
         (num_blocks, num_kv_heads, block_size, 2 * head_size),
         float("nan"),
-        device="cuda",
+        device=DEVICE,
         dtype=dtype,
     )
     key_cache, value_cache = split_kv_cache(kv_cache)
-    perm = torch.randperm(num_blocks, generator=gen, device="cuda")
+    perm = torch.randperm(num_blocks, generator=gen, device=DEVICE)
     block_table = torch.empty(
-        len(seq_lens), max(blocks_per_req) + 2, dtype=torch.int32, device="cuda"
+        len(seq_lens), max(blocks_per_req) + 2, dtype=torch.int32, device=DEVICE
     )
     used = 0
     for r, nb in enumerate(blocks_per_req):
@@ -299,19 +303,19 @@ def _paged_batch(q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_siz
         block_table[r, nb:] = perm[-1]
         used += nb
     for r, seq_len in enumerate(seq_lens):
-        pos = torch.arange(seq_len, device="cuda")
+        pos = torch.arange(seq_len, device=DEVICE)
         slots = block_table[r, pos // block_size].to(torch.int64) * block_size + pos % block_size
-        k = torch.randn(seq_len, num_kv_heads, head_size, generator=gen, device="cuda").to(dtype)
-        v = torch.randn(seq_len, num_kv_heads, head_size, generator=gen, device="cuda").to(dtype)
+        k = torch.randn(seq_len, num_kv_heads, head_size, generator=gen, device=DEVICE).to(dtype)
+        v = torch.randn(seq_len, num_kv_heads, head_size, generator=gen, device=DEVICE).to(dtype)
         ref_reshape_and_cache(k, v, key_cache, value_cache, slots)
-    query = torch.randn(sum(q_lens), num_heads, head_size, generator=gen, device="cuda").to(dtype)
-    cum = torch.tensor([0, *q_lens], device="cuda").cumsum(0)
+    query = torch.randn(sum(q_lens), num_heads, head_size, generator=gen, device=DEVICE).to(dtype)
+    cum = torch.tensor([0, *q_lens], device=DEVICE).cumsum(0)
     return {
         "query": query,
         "key_cache": key_cache,
         "value_cache": value_cache,
         "block_table": block_table,
-        "seq_lens": torch.tensor(seq_lens, dtype=torch.int32, device="cuda"),
+        "seq_lens": torch.tensor(seq_lens, dtype=torch.int32, device=DEVICE),
         "query_start_loc": cum.to(torch.int32),
     }
 
@@ -356,7 +360,7 @@ def test_paged_attention(kind, heads, block_size, dtype):
 
 
 @pytest.mark.parametrize("capture_len", (5, 4000), ids=("captured_short", "captured_long"))
-def test_paged_decode_cuda_graph_replay_with_other_lengths(capture_len):
+def test_paged_decode_graph_replay_with_other_lengths(capture_len):
     """A decode captured at one max_seq_len stays exact when replayed at others.
 
     The split count is fixed at capture, but each split's key range is derived
@@ -383,18 +387,18 @@ def test_paged_decode_cuda_graph_replay_with_other_lengths(capture_len):
             capture_len,
         )
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
+    stream = torch_module().Stream()
+    stream.wait_stream(torch_module().current_stream())
+    with torch_module().stream(stream):
         step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    torch_module().current_stream().wait_stream(stream)
+    graph = getattr(torch_module(), IDENTITY.graph_api)()
+    with torch_module().graph(graph):
         step()
     seq_lens.copy_(meta_lens)
     output.fill_(float("nan"))
     graph.replay()
-    torch.cuda.synchronize()
+    torch_module().synchronize()
     expected = ref_paged_attention(
         query,
         batch["key_cache"],

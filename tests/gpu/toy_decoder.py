@@ -6,7 +6,7 @@ piece writes attention's output buffer; attention runs eagerly between pieces
 and fills that buffer in place (as ``vllm::unified_attention_with_output``
 does), so a captured piece reads and writes the same addresses every step.
 
-Used by ``test_cuda_graphs.py`` and ``benchmarks/gpu_graphs.py``; no vLLM.
+Used by ``test_device_graphs.py`` (and the graph benchmark); no vLLM.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from vllm_platform_template.device import CapturedGraph, GraphBackend
+from vllm_platform_template.devices.gpu.identity import IDENTITY
 
 
 @dataclass
@@ -28,7 +29,7 @@ class ToyConfig:
     intermediate: int = 2816
     context: int = 256
     dtype: torch.dtype = torch.bfloat16
-    device: str = "cuda"
+    device: str = IDENTITY.device_type
 
 
 class ToyDecoder:

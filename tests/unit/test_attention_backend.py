@@ -29,6 +29,7 @@ from vllm_platform_template.attention.registration import (
 )
 from vllm_platform_template.devices.cpu import attention_kernels as cpu
 from vllm_platform_template.devices.cpu import vllm_cpu_build
+from vllm_platform_template.devices.gpu.device import DEVICE as GPU
 from vllm_platform_template.settings import parse_options
 
 vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
@@ -45,9 +46,8 @@ CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
     [
         ("cpu", "auto", "cpu_kernels" if CPU_KERNELS_OK else "reference"),
         ("cpu", "reference", "reference"),
-        ("cuda", "auto", "triton" if torch.cuda.is_available() else "reference"),
-        ("cuda", "reference", "reference"),
-        ("xpu", "auto", "reference"),  # the XPU device has no attention kernels yet
+        (GPU.torch_device_type, "auto", "triton" if GPU.kernels_status()[0] else "reference"),
+        (GPU.torch_device_type, "reference", "reference"),
         ("meta", "auto", "reference"),  # no template device at all
     ],
 )

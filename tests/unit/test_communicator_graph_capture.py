@@ -6,7 +6,7 @@ communicator is vLLM's CUDA or XPU one, which killed TP=2 + graphs on the GPU
 platform. This runs vLLM's real ``GroupCoordinator.graph_capture`` with the
 template GPU communicator on a one-rank gloo group on the CPU (the communicator
 takes its streams from ``torch.get_device_module(device)``, so the same code
-runs with ``torch.cpu``'s streams here and ``torch.cuda``'s on the GPU).
+runs with ``torch.cpu``'s streams here and the device's on the device).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from vllm.distributed.parallel_state import GraphCaptureContext, GroupCoordinato
 
 from vllm_platform_template import patches
 from vllm_platform_template.devices.gpu.communicator import TemplateGpuCommunicator
+from vllm_platform_template.devices.gpu.identity import IDENTITY
 
 
 @pytest.fixture(scope="module")
@@ -86,5 +87,5 @@ def test_patched_capture_leaves_other_communicators_to_vllm(world, unpatched_gra
 
 def test_the_patch_is_registered_for_the_gpu_platform() -> None:
     entry = next(p for p in patches.PATCHES if p.name == "oot_communicator_graph_capture")
-    assert entry.devices == ("cuda",)
+    assert IDENTITY.device_type in entry.devices and "cpu" not in entry.devices
     assert entry.apply is patches._oot_communicator_graph_capture

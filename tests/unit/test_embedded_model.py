@@ -81,13 +81,29 @@ def test_held_out_passage_is_not_in_training_text() -> None:
 
 def test_concurrent_ensure_model_writes_once_and_all_see_it(tmp_path) -> None:
     """Parallel test workers ask for the model at once (the GPU tier's xdist engines)."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     from vllm_platform_template.embedded_model.writer import ensure_model, is_complete
 
     target = tmp_path / "tiny"
-    with ProcessPoolExecutor(3) as pool:
+    # spawn, as vLLM's and xdist's workers are: a forked child of a process whose
+    # OpenMP pool already ran (earlier tests used torch) can hang in its first torch op.
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:
         paths = list(pool.map(ensure_model, ["tiny"] * 3, [target] * 3))
     assert paths == [target] * 3
     assert is_complete(target, "tiny")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tiny.") and p.is_dir()]
+
+
+def test_default_model_dir_is_named_after_the_model(tmp_path, monkeypatch) -> None:
+    """Two checkouts with different weights must not rewrite each other's cached model
+    (an engine of one would load the other's half-replaced files)."""
+    from vllm_platform_template.embedded_model import trained, writer
+
+    monkeypatch.setenv("VLLM_TEMPLATE_CACHE", str(tmp_path))
+    first = writer.ensure_model("tiny")
+    assert first.parent == tmp_path / "models" and first.name.startswith("tiny-")
+    monkeypatch.setattr(trained, "digest", lambda name: "other-weights")
+    assert writer._stamp(writer.PRESETS["tiny"])["digest"] not in first.name
+    assert writer.is_complete(first, "tiny") is False  # the stamp names the other weights

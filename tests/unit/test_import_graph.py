@@ -5,8 +5,8 @@ edge from its subpackage to the imported one. The graph must have no cycle,
 every edge must go to the same or a lower layer, ``settings`` must import
 nothing of the plugin, vLLM or torch, and the kernel layer must not import vLLM.
 
-Device folders (``devices/<name>``) sit on top: their platforms import the
-shared platform hooks. The layers below reach a device only through
+Device folders (``devices/<name>``) sit above the shared platform hooks, which
+their platforms import (only ``cli`` is higher). The layers below reach a device only through
 ``device.device_for`` (by package name, as vLLM resolves platforms), which
 loads ``devices/<name>/device.py``; so that module, and everything it imports,
 must import neither vLLM nor any layer above the device API.
@@ -36,6 +36,7 @@ LAYERS = {
     "embedded_model": 1,
     "device": 2,
     "patches": 3,
+    "ray_workers": 3,
     "compiler": 3,
     "graph_wrapper": 3,
     "attention": 3,

@@ -8,6 +8,7 @@ import pytest
 
 from vllm_platform_template.device import device_for
 from vllm_platform_template.devices.cpu import policy as cpu_policy
+from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.platform_plugin import policy
 from vllm_platform_template.platform_plugin.policy import (
     MODE_DYNAMO_TRACE_ONCE,
@@ -89,7 +90,7 @@ def test_compile_sizes_filled_only_when_missing_under_vllm_compile() -> None:
 
 
 def test_graph_defaults() -> None:
-    cpu, gpu = device_for("cpu"), device_for("cuda")
+    cpu, gpu = device_for("cpu"), device_for(IDENTITY.device_type)
     assert cpu is not None and gpu is not None
     assert cpu.default_graph_mode == "NONE"
     assert gpu.default_graph_mode is None
@@ -130,10 +131,10 @@ def test_default_ir_priorities_are_compile_aware() -> None:
     assert graph["gelu_and_mul_sparse"] == ["native"]
     assert graph["rms_norm"] == ["template_cpu", "native"]
     assert fusion == eager
-    cuda_graph = priorities("cuda", MODE_VLLM_COMPILE, "graph")
-    assert all(p == ["native"] for p in cuda_graph.values())
-    cuda_eager = priorities("cuda", MODE_NONE, "graph")
-    assert all(p == ["template_triton", "native"] for p in cuda_eager.values())
+    gpu_graph = priorities(IDENTITY.device_type, MODE_VLLM_COMPILE, "graph")
+    assert all(p == ["native"] for p in gpu_graph.values())
+    gpu_eager = priorities(IDENTITY.device_type, MODE_NONE, "graph")
+    assert all(p == ["template_triton", "native"] for p in gpu_eager.values())
 
 
 def test_ir_priorities_follow_vllms_registry() -> None:
@@ -188,19 +189,3 @@ def test_cpu_scheduler_defaults_replace_only_generic_defaults() -> None:
     assert cpu_policy.cpu_scheduler_defaults(8192, 256, 1) == (4096, 256)
     assert cpu_policy.cpu_scheduler_defaults(2048, 256, 2) == (4096, 256)
     assert cpu_policy.cpu_scheduler_defaults(1000, 256, 1) is None
-
-
-def test_xpu_policy() -> None:
-    """The XPU platform's policy (devices/xpu/platform.py names this test): IPEX first in
-    eager and fusion-only for the ops IPEX has, every op native under Inductor, vLLM's
-    graph defaults."""
-    for mode, stage in ((MODE_NONE, "graph"), (MODE_VLLM_COMPILE, "fusion_only")):
-        result = priorities("xpu", mode, stage)
-        assert result["rms_norm"] == result["fused_add_rms_norm"] == ["template_ipex", "native"]
-        assert result["gelu_and_mul_sparse"] == ["native"]  # IPEX has no such kernel
-    graph = priorities("xpu", MODE_VLLM_COMPILE, "graph")
-    assert all(p == ["native"] for p in graph.values()), graph
-    xpu = device_for("xpu")
-    assert xpu is not None
-    assert xpu.default_graph_mode is None
-    assert xpu.max_capture_size(256, 1) is None

@@ -91,7 +91,7 @@ def test_default_loads_the_hosts_build() -> None:
     assert got["module"] == f"vllm.{expected}", got
     assert got["mapped"] and all(m.startswith(expected + ".") for m in got["mapped"]), got
     assert got["has_rms_norm"] and got["same"]
-    # the loader runs no vLLM Python code (kernels layer)
+    # the loader runs no vLLM Python code (it sits below the platforms)
     assert got["vllm_modules"] == [], got["vllm_modules"]
 
 
@@ -144,3 +144,60 @@ def test_importing_another_build_raises_instead_of_killing_the_process() -> None
     result, mapped = _run_python(code, "avx2", timeout=300)
     assert result == "ImportError"
     assert [m.split(".")[0] for m in mapped] == ["_C_AVX2"], mapped
+
+
+BF16_KERNELS = """
+import json, torch
+import torch.nn.functional as F
+from vllm_platform_template.devices.cpu import vllm_cpu_build
+from vllm_platform_template.kernels import reference as ref
+build = vllm_cpu_build.load_cpu_kernels()
+ops = torch.ops._C
+torch.manual_seed(0)
+bf = torch.bfloat16
+x, res = torch.randn(32, 256, dtype=bf), torch.randn(32, 256, dtype=bf)
+w = torch.randn(256, dtype=bf)
+errors = {}
+out = torch.empty_like(x)
+ops.rms_norm(out, x, w, 1e-5)
+errors["rms_norm"] = (out.float() - ref.native_rms_norm(x, w, 1e-5).float()).abs().max().item()
+want, want_res = ref.native_fused_add_rms_norm(x, res, w, 1e-5)
+xi, ri = x.clone(), res.clone()
+ops.fused_add_rms_norm(xi, ri, w, 1e-5)
+def err(a, b):
+    return (a.float() - b.float()).abs().max().item()
+errors["fused_add_rms_norm"] = max(err(xi, want), err(ri, want_res))
+gate_up = torch.randn(32, 512, dtype=bf)
+out = torch.empty(32, 256, dtype=bf)
+ops.silu_and_mul(out, gate_up)
+errors["silu_and_mul"] = (out.float() - ref.silu_and_mul(gate_up.float())).abs().max().item()
+pos = torch.arange(32)
+inv = 1.0 / (10000 ** (torch.arange(0, 64, 2).float() / 64))
+freqs = torch.outer(torch.arange(64).float(), inv)
+cache = torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(bf)
+q, k = torch.randn(32, 4 * 64, dtype=bf), torch.randn(32, 2 * 64, dtype=bf)
+wq, wk = ref.rotary_embedding(pos, q.float(), k.float(), 64, cache.float(), True)
+ops.rotary_embedding(pos, q, k, 64, cache, True)
+errors["rotary_embedding"] = max(
+    (q.float() - wq).abs().max().item(), (k.float() - wk).abs().max().item()
+)
+problem = vllm_cpu_build.bf16_problem(build)
+print(json.dumps({"isa": build.isa, "problem": problem, "errors": errors}))
+"""
+
+
+@pytest.mark.parametrize("isa", vllm_cpu_build.ISA_LEVELS)
+def test_every_build_runs_bf16_kernels(isa: str) -> None:
+    """The measurement behind ``BF16_BY_ISA``/``bf16_problem``: each build the CPU can
+    run computes vLLM's bf16 kernels within bf16 rounding of fp32 references."""
+    host = vllm_cpu_build.host_isa()
+    if host not in vllm_cpu_build.ISA_LEVELS:
+        pytest.skip(f"not an x86 CPU with AVX2 (host ISA {host})")
+    if vllm_cpu_build.ISA_LEVELS.index(isa) < vllm_cpu_build.ISA_LEVELS.index(host):
+        pytest.skip(f"this CPU cannot run the {isa} build (it supports up to {host})")
+    got = _run_python(BF16_KERNELS, isa, timeout=300)
+    assert got["isa"] == isa
+    assert got["problem"] is None, got
+    # bf16 keeps 8 bits of mantissa: outputs of magnitude ~4 round to steps of 1/32.
+    worst = {name: err for name, err in got["errors"].items() if err > 0.07}
+    assert not worst, got["errors"]

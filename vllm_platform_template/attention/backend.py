@@ -2,9 +2,11 @@
 
 vLLM hook served: the qualname returned by ``Platform.get_attn_backend_cls`` is
 resolved to this class; vLLM reads its capabilities (dtypes, block and head
-sizes, KV layout, features), asks ``validate_configuration`` whether a layer
-can run on it, and builds the layer's impl and metadata builder from
-``get_impl_cls``/``get_builder_cls``. ``get_name()`` must be an
+sizes, KV layout, features) and builds the layer's impl and metadata builder
+from ``get_impl_cls``/``get_builder_cls``. Whether a layer can run on it
+(``validate_configuration``) is asked by the template platform's
+``get_attn_backend_cls`` (``registration.attention_backend_qualname``): vLLM's
+selector leaves that to the platform. ``get_name()`` must be an
 ``AttentionBackendEnum`` member (``Attention.__init__`` looks it up), which
 ``registration.register_attention_backend`` arranges.
 

@@ -1,1 +1,1 @@
-"""The ``vllm-template`` command line: demo, tiny-model, doctor, bench-ops, new."""
+"""The ``vllm-template`` command line: demo, tiny-model, doctor, bench-ops, serve, new."""

@@ -6,6 +6,12 @@ template platform, generates greedily, and reports what ran where. ``--json``
 prints one JSON object (the tests and benchmarks use it); ``--stock`` runs the
 same on stock vLLM with the plugin inactive, for comparison.
 
+Decoding is greedy with vLLM's repetition penalty (``--repetition-penalty``,
+default 1.2; 1 is plain greedy): a 2M-parameter model decoded plainly greedily
+loops within a sentence or two, and the penalty keeps it deterministic and
+comparable token for token with stock vLLM and transformers (the e2e tier
+passes the same penalty to transformers' ``generate``).
+
 It also scores a held-out passage of the tiny model's training book the way
 evaluation harnesses do: one request with ``prompt_logprobs=0`` and
 ``max_tokens=1`` gives the log-probability of every passage token, and the
@@ -21,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllm_platform_template.settings import COMPILE_STAGES, KERNEL_ROADS
+from vllm_platform_template.settings import COMPILE_STAGES, DEVICE_PACKAGES, KERNEL_ROADS
 
 # The tiny model is trained on Pride and Prejudice (embedded_model/text/).
 DEFAULT_PROMPTS = (
@@ -29,10 +35,17 @@ DEFAULT_PROMPTS = (
     '"My dear Mr. Bennet," said his lady to him one day,',
     "Elizabeth walked on",
 )
+# Greedy decoding of the tiny model with this penalty repeats no 4-token sequence
+# within the default prompts' 32-token continuations; plain greedy (1.0) does.
+DEFAULT_REPETITION_PENALTY = 1.2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="cpu", help="template backend: cpu, cuda (default cpu)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help=f"template backend: {', '.join(DEVICE_PACKAGES)} (default cpu)",
+    )
     parser.add_argument(
         "--stock", action="store_true", help="run stock vLLM with the plugin inactive instead"
     )
@@ -44,7 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prompt-token-ids", help="JSON list of token-id lists, instead of text prompts"
     )
-    parser.add_argument("--max-tokens", type=int, default=24)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=DEFAULT_REPETITION_PENALTY,
+        help="vLLM's repetition penalty on greedy decoding (1 = plain greedy)",
+    )
     parser.add_argument(
         "--logprobs", type=int, default=0, help="report the top-K logprobs of each generated token"
     )
@@ -73,18 +92,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def checkpoint_dtype(model_dir: Path) -> str:
-    """The dtype stored in ``config.json``, downgraded to float32 if the CPU lacks bf16.
+def checkpoint_dtype(model_dir: Path, device: str) -> str:
+    """The dtype stored in ``config.json`` (vLLM's ``dtype="auto"`` would run a
+    float32 checkpoint in bf16/fp16; the demo and the parity tests want the
+    checkpoint's own precision).
 
-    vLLM's ``dtype="auto"`` runs float32 checkpoints in bf16/fp16; the demo and
-    the parity tests want the checkpoint's own precision.
+    On the CPU a bf16 checkpoint runs in bf16 wherever one of vLLM's kernel
+    builds loaded (every build runs bf16: ``vllm_cpu_build.bf16_problem``, the
+    rule the bf16 tests follow too); only without one does it fall back to
+    float32, with a warning saying why.
     """
     config = json.loads((model_dir / "config.json").read_text())
     dtype = str(config.get("dtype") or config.get("torch_dtype") or "float32")
-    if dtype == "bfloat16":
-        import torch
+    if dtype == "bfloat16" and device == "cpu":
+        from vllm_platform_template.devices.cpu import vllm_cpu_build
 
-        if not torch.cpu._is_avx512_bf16_supported() and not torch.cuda.is_available():
+        problem = vllm_cpu_build.bf16_problem(vllm_cpu_build.load_cpu_kernels())
+        if problem is not None:
+            from vllm_platform_template.log import get_logger
+
+            get_logger(__name__).warning("running the bf16 checkpoint in float32: %s", problem)
             return "float32"
     return dtype
 
@@ -92,7 +119,9 @@ def checkpoint_dtype(model_dir: Path) -> str:
 def build_engine_kwargs(args: argparse.Namespace, model_dir: Path) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "model": str(model_dir),
-        "dtype": checkpoint_dtype(model_dir) if args.dtype == "checkpoint" else args.dtype,
+        "dtype": (
+            checkpoint_dtype(model_dir, args.device) if args.dtype == "checkpoint" else args.dtype
+        ),
         "max_model_len": args.max_model_len,
         "kv_cache_memory_bytes": args.kv_cache_mib << 20,
         "enforce_eager": args.enforce_eager,
@@ -159,8 +188,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     llm = LLM(**engine_kwargs)
     init_s = time.perf_counter() - start
 
+    sampling = {"temperature": 0.0, "repetition_penalty": args.repetition_penalty}
     params = SamplingParams(
-        temperature=0.0,
+        **sampling,
         max_tokens=args.max_tokens,
         ignore_eos=True,
         logprobs=args.logprobs or None,
@@ -184,6 +214,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "stock": bool(args.stock),
         "model": str(model_dir),
         "dtype": engine_kwargs["dtype"],
+        "sampling": sampling,
         "prompts": [p if isinstance(p, str) else p["prompt_token_ids"] for p in prompts],
         "prompt_token_ids": [list(out.prompt_token_ids or []) for out in outputs],
         "text": [out.outputs[0].text for out in outputs],
@@ -213,6 +244,7 @@ def print_human(report: dict[str, Any]) -> None:
         ("compilation", f"{report['compilation_mode']} (backend {report['compile_backend']})"),
         ("cudagraph mode", report["cudagraph_mode"]),
         ("attention", ", ".join(report["attention_backends"])),
+        ("decoding", f"greedy, repetition penalty {report['sampling']['repetition_penalty']}"),
     ]
     for op, entry in report["ir_ops"].items():
         rows.append((f"ir.{op}", f"{entry.get('selected')}  (priority {entry['priority']})"))
@@ -237,7 +269,9 @@ def print_human(report: dict[str, Any]) -> None:
     if report.get("held_out"):
         h = report["held_out"]
         n = len(h["token_logprobs"])
-        rows.append(("perplexity", f"{h['perplexity']:.2f} on {n} tokens of {h['passage']}"))
+        rows.append(
+            ("perplexity", f"{h['perplexity']:.2f} on {n} tokens of {h['passage']}, unpenalized")
+        )
     t = report["timings"]
     rows.append(("init", f"{t['init_s']:.1f} s"))
     rows.append(

@@ -1,8 +1,9 @@
 """``vllm-template doctor``: what would run here, and why.
 
 Reports the platform and device the plugin would select (from
-``VLLM_TEMPLATE_DEVICE``, or ``--device``), the versions of vLLM, torch, Triton
-and IPEX, and every vLLM IR op with its providers - each one supported or not,
+``VLLM_TEMPLATE_DEVICE``, or ``--device``), the versions of vLLM, torch and the
+kernel libraries, which build of vLLM's CPU kernels loads here and why (and how
+it runs bf16), and every vLLM IR op with its providers - each one supported or not,
 with the reason - and the provider priority lists that would apply in eager
 mode and under each compile stage.
 """
@@ -72,7 +73,7 @@ def collect(device: str | None) -> dict[str, Any]:
         "path": build.path,
         "isa": build.isa,
         "host_isa": build.host_isa,
-        "bf16": "native (AVX-512 BF16)" if build.native_bf16 else "through fp32 conversion",
+        "bf16": vllm_cpu_build.describe_bf16(build),
         "reason": build.reason,
     }
     import vllm.kernels  # noqa: F401  (vLLM's own providers, as Platform.import_ir_kernels)

@@ -21,7 +21,7 @@ COMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="vllm-template", description="vllm-platform-template: reference vLLM platform plugin"
+        prog="vllm-template", description="vllm-platform-template: a vLLM platform plugin"
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():

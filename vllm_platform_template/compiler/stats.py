@@ -1,7 +1,8 @@
 """What the template compiler did in this process, for reports and tests.
 
-The compiler runs inside the worker; ``TemplateCPUWorker.template_stats``
-returns :func:`snapshot` through ``LLM.collective_rpc``.
+The compiler runs inside the worker; every template worker's ``template_stats``
+(``platform_plugin/worker_reports.py``) returns :func:`snapshot` through
+``LLM.collective_rpc``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,16 @@
-"""Training text for the embedded model's tokenizer.
+"""Training text for the ``small`` preset's tokenizer: a deterministic pseudo-word corpus.
 
-The tokenizer is trained locally (no network) on this text, so it must be
-deterministic: a fixed set of paragraphs plus pseudo-words drawn from a seeded
-generator. Same input, same merges, same vocabulary on every machine.
+Only ``small`` (seeded random weights, for speed work) uses it:
+``tokenizer.build_tokenizer`` trains its tokenizer on these lines when the model
+is written. The ``tiny`` model's tokenizer and weights are trained on Jane
+Austen's novels and committed under ``trained/`` (``trained.py``,
+``text_data.py``, ``tools/train_tiny_model.py``); nothing here reaches it.
+
+The corpus must be deterministic: a fixed set of paragraphs plus pseudo-words
+drawn from a seeded generator. Same input, same merges, same vocabulary on
+every machine. The paragraphs are training data, not documentation (the one
+that says "random weights" is true of ``small``); changing a character of them
+changes ``small``'s vocabulary and token ids.
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ class ModelPreset:
 
 
 PRESETS: dict[str, ModelPreset] = {
-    # For tests: two layers, grouped-query attention, fp32 so that stock vLLM,
-    # the plugin and transformers agree token for token.
+    # The demo's and the tests' model: two layers, grouped-query attention, fp32 so
+    # that stock vLLM, the plugin and transformers agree token for token; its
+    # weights are trained on Austen's novels (trained.py).
     "tiny": ModelPreset(
         name="tiny",
         hidden_size=256,
@@ -46,7 +47,8 @@ PRESETS: dict[str, ModelPreset] = {
         max_position_embeddings=1024,
         dtype="float32",
     ),
-    # For benchmarks: about 100M parameters, bf16 checkpoint.
+    # For benchmarks and bf16 tests: about 100M parameters, bf16 checkpoint, seeded
+    # random weights (weights.py).
     "small": ModelPreset(
         name="small",
         hidden_size=768,

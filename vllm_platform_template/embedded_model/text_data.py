@@ -1,11 +1,13 @@
 """The shipped public-domain text, split into training text and a held-out part.
 
 The ``tiny`` embedded model is trained on *Pride and Prejudice* (``text/``,
-see its README for the source). Chapters before :data:`HELD_OUT_FIRST_CHAPTER`
-are training text; the rest is held out: the training script validates on it,
-and :func:`held_out_passage` is the passage whose perplexity the demo reports
-and the e2e tier compares across stock vLLM, the template platform and
-transformers (as evaluation harnesses score a model through vLLM's
+see its README for the source) chapters before :data:`HELD_OUT_FIRST_CHAPTER`,
+together with Austen's five other novels (not shipped: ``tools/train_tiny_model.py``
+reads them, sha256-checked, from where ``tools/austen_from_debian.py`` wrote
+them). The rest of *Pride and Prejudice* is held out: the training script
+validates on it, and :func:`held_out_passage` is the passage whose perplexity
+the demo reports and the e2e tier compares across stock vLLM, the template
+platform and transformers (as evaluation harnesses score a model through vLLM's
 ``prompt_logprobs``).
 
 Paragraphs are re-flowed (the file is hard-wrapped at 70 columns) and the
@@ -27,15 +29,17 @@ PARAGRAPH_SEPARATOR = "\n"
 _CHAPTER = re.compile(r"Chapter (\d+)")
 
 
+def paragraphs(text: str) -> list[str]:
+    """The paragraphs of a hard-wrapped text, re-flowed, italics underscores dropped."""
+    flowed = (" ".join(block.split()).replace("_", "") for block in re.split(r"\n\s*\n", text))
+    return [paragraph for paragraph in flowed if paragraph]
+
+
 @cache
 def chapters() -> tuple[tuple[str, ...], ...]:
     """Paragraphs of each chapter; index 0 is the title page, index n chapter n."""
-    text = TEXT_PATH.read_text(encoding="ascii")
     result: list[list[str]] = [[]]
-    for block in re.split(r"\n\s*\n", text):
-        paragraph = " ".join(block.split()).replace("_", "")
-        if not paragraph:
-            continue
+    for paragraph in paragraphs(TEXT_PATH.read_text(encoding="ascii")):
         match = _CHAPTER.fullmatch(paragraph)
         if match:
             if int(match.group(1)) != len(result):
@@ -57,7 +61,7 @@ def held_out_paragraphs() -> list[str]:
 
 def held_out_passage() -> str:
     """Whole paragraphs from the start of chapter ``PASSAGE_CHAPTER`` (held out),
-    at most ``PASSAGE_MAX_CHARS`` characters: about 250 tokens of the tiny model."""
+    at most ``PASSAGE_MAX_CHARS`` characters: about 220 tokens of the tiny model."""
     passage = ""
     for paragraph in chapters()[PASSAGE_CHAPTER]:
         candidate = passage + PARAGRAPH_SEPARATOR + paragraph if passage else paragraph

@@ -1,8 +1,10 @@
 """The committed result of training the ``tiny`` model (``tools/train_tiny_model.py``).
 
-``trained/`` holds the tokenizer trained on the shipped text, the weights as
-fp16 safetensors (half the bytes of fp32) and the training record (seed,
-settings, losses). The writer turns them into the fp32 checkpoint that vLLM and
+``trained/`` holds the tokenizer and the weights trained on Austen's six novels
+(*Pride and Prejudice* chapters 1-58, shipped in ``text/``, and the five others
+``tools/train_tiny_model.py`` reads; ``text_data.py``), the weights as fp16
+safetensors (half the bytes of fp32), and the training record (command,
+device, seed, settings, losses). The writer turns them into the fp32 checkpoint that vLLM and
 transformers load; fp16 to fp32 is exact, so every writer gives the same bytes.
 """
 

@@ -1,5 +1,6 @@
-"""Deterministic Llama weights from a fixed seed.
+"""Deterministic Llama weights from a fixed seed, for the presets without trained weights.
 
+Only ``small`` uses them (``tiny``'s weights are trained: ``trained.py``).
 Weights are drawn on the CPU from ``torch.Generator`` with a fixed seed, so the
 same preset gives bit-identical tensors on every machine. Scales are chosen so
 that activations stay O(1) through the layers and the output logits are spread

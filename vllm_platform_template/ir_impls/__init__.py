@@ -2,13 +2,13 @@
 
 vLLM hook: ``Platform.import_ir_kernels`` imports this package in every process
 that dispatches IR ops. Importing it registers one provider per device
-(``template_cpu``, ``template_triton``, ``template_ipex``: ``TemplateDevice.ir_provider``)
+(``TemplateDevice.ir_provider``, e.g. ``template_cpu`` for the CPU folder)
 for each IR op the device's kernel table implements (``TemplateDevice.ir_ops``),
 with ``vllm.ir.ops.<op>.register_impl``. The kernels and their argument checks
 live in the device folders and import without vLLM; nothing here is device-specific.
 
 ``supported`` (static) says whether the provider can run on this machine at
-all (``KernelTable.status``; the reason is kept in :data:`PROVIDER_STATUS` for
+all (``TemplateDevice.status``; the reason is kept in :data:`PROVIDER_STATUS` for
 ``vllm-template doctor``); ``supports_args`` (per call) is the table's
 ``*_supports`` check - dtype, device, layout, ``variance_size``, a missing
 weight - never the batch size, so dispatch does not change with load.

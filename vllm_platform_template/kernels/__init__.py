@@ -1,10 +1,9 @@
-"""Device kernels of the template. No module here imports vLLM.
+"""Device-neutral reference kernels. No module here imports vLLM.
 
-- ``reference``: the semantics in plain torch (readable, the spec of each op).
-- ``cpu``: the CPU reference backend's kernels (vLLM's CPU build kernels when
-  loaded into ``torch.ops._C``, else vectorised torch).
-- ``triton``: Triton kernels for GPUs.
-- ``ipex``: Intel Extension for PyTorch kernels (optional).
-- ``ops``: the plugin's own torch custom ops (``torch.ops.template.*``), which
-  the fusion passes insert into graphs and which dispatch per device.
+- ``reference``: the semantics of every kernel-table op in plain torch (readable,
+  the spec each device's kernels are tested against, and every device's fallback).
+- ``paged_attention``: the paged KV-cache layout, the one KV-write contract
+  (``_validation.check_slot_mapping``) and the torch reference paged attention.
+
+Each device's own kernels live in its folder (``devices/<name>/kernels*``).
 """

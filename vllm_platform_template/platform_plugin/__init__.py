@@ -4,7 +4,8 @@
   device's ``availability`` is read by name).
 - ``registration``: per-process registrations (general plugin).
 - ``mixin``: what every template platform adds to vLLM's platform.
-- ``policy``: ``check_and_update_config`` as small pure functions.
+- ``policy``: the decisions of ``apply_config_platform_defaults`` and
+  ``check_and_update_config`` as small pure functions.
 - ``worker_reports``: the report RPCs every template worker serves.
 - ``compile_cache``: the trusted compile cache.
 """

@@ -3,21 +3,28 @@
 vLLM hooks served here (``vllm/platforms/interface.py``): the compiler
 (``get_compile_backend``), the pass manager (``get_pass_manager_cls``; it
 travels under vLLM's default ``pass_key``, ``settings.INDUCTOR_POST_PASS_KEY``),
+the static-graph wrapper (``support_static_graph_mode``,
+``get_static_graph_wrapper_cls``), the graph split at attention
+(``opaque_attention_op``), the attention backend (``get_attn_backend_cls``),
 the IR kernels and their priorities (``import_ir_kernels``,
-``get_default_ir_op_priority``), the graph split at attention
-(``opaque_attention_op``) and the config hooks (``apply_config_platform_defaults``,
-``check_and_update_config``), which delegate every decision to ``policy`` and
-read every device fact from the platform's ``template_device`` (``device.py``).
+``get_default_ir_op_priority``) and the config hooks
+(``apply_config_platform_defaults``, ``check_and_update_config``: the worker
+class, compilation, graphs, the compile cache), which leave the decisions to
+``policy`` (and the trusted cache to ``compile_cache``) and read every device
+fact from the platform's ``template_device`` (``device.py``).
 
 The concrete platforms, one per device folder, combine this mixin with vLLM's
 own platform class for the backend (vLLM's ``CpuPlatform`` for the CPU
 reference backend, the plain ``Platform`` for the GPU backend, as a new
-accelerator has no vLLM platform to extend) and report ``PlatformEnum.OOT``;
-see ``devices/cpu/platform.py`` and ``devices/gpu/platform.py``.
+accelerator has no vLLM platform to extend, vLLM's ``XPUPlatform`` for the
+reserved XPU backend) and report ``PlatformEnum.OOT``; see
+``devices/<name>/platform.py``.
 """
 
 from __future__ import annotations
 
+import copy
+import os
 from typing import TYPE_CHECKING, ClassVar
 
 from vllm.platforms.interface import PlatformEnum
@@ -53,7 +60,7 @@ if _version_problem is not None:
 
 
 class TemplatePlatformMixin:
-    """Hooks shared by the CPU and CUDA template platforms."""
+    """Hooks shared by every template platform (CPU, CUDA, XPU)."""
 
     _enum = PlatformEnum.OOT
     template_device: ClassVar[TemplateDevice]
@@ -198,6 +205,7 @@ class TemplatePlatformMixin:
         cls._update_compilation(vllm_config, requested_mode, requested_backend)
         cls._update_graphs(vllm_config, capture_sizes)
         cls._check_ir_op_priority(vllm_config)
+        cls._update_ray_runtime_env(vllm_config)
 
     @classmethod
     def _update_worker(cls, vllm_config: VllmConfig) -> None:
@@ -213,6 +221,27 @@ class TemplatePlatformMixin:
     @classmethod
     def _update_device_config(cls, vllm_config: VllmConfig) -> None:
         """Device-specific corrections after the base platform's ``check_and_update_config``."""
+
+    @classmethod
+    def _update_ray_runtime_env(cls, vllm_config: VllmConfig) -> None:
+        """Ray workers on every host select this platform (``policy.ray_worker_env_vars``).
+
+        vLLM hook: ``parallel_config.ray_runtime_env``, which vLLM's Ray executors pass
+        to ``ray.init`` and to each worker actor.
+        """
+        parallel_config = vllm_config.parallel_config
+        if not parallel_config.use_ray:
+            return
+        try:
+            from ray.runtime_env import RuntimeEnv
+        except ImportError:
+            return  # vLLM's Ray executor says how to install Ray
+        requested = parallel_config.ray_runtime_env
+        runtime_env = copy.deepcopy(requested) if requested is not None else RuntimeEnv()
+        runtime_env["env_vars"] = policy.ray_worker_env_vars(
+            os.environ, dict(runtime_env.get("env_vars") or {})
+        )
+        parallel_config.ray_runtime_env = runtime_env
 
     @classmethod
     def _update_compilation(

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from vllm_platform_template.settings import ENV_PREFIX
+
 # vLLM's CompilationMode values, repeated here so this module needs no vLLM.
 MODE_NONE = 0
 MODE_STOCK_TORCH_COMPILE = 1
@@ -82,9 +84,10 @@ def resolve_compilation(
 ) -> CompileDecision:
     """Mode and backend for the template platform.
 
-    ``requested_*`` are the values before ``CpuPlatform.check_and_update_config``
-    rewrote them (it turns VLLM_COMPILE into DYNAMO_TRACE_ONCE + plain Inductor,
-    which would never call a custom compiler).
+    ``requested_*`` are the values before the base platform's
+    ``check_and_update_config`` ran (vLLM's ``CpuPlatform`` turns VLLM_COMPILE
+    into DYNAMO_TRACE_ONCE + plain Inductor, which would never call a custom
+    compiler).
     """
     if lora_enabled and requested_mode != MODE_NONE:
         return CompileDecision(
@@ -122,10 +125,6 @@ def needs_compile_sizes(mode: int, compile_sizes: Iterable[object] | None) -> bo
     return mode == MODE_VLLM_COMPILE and compile_sizes is None
 
 
-# Default vLLM IR provider priorities, per device and compilation regime. Each
-# device's choices (TemplateDevice.native_under_inductor) are backed by
-# `vllm-template bench-ops` on the reference machines; the figures are in
-# docs/performance.md ("IR provider priorities").
 # IR ops that the CustomOp road serves instead (custom_ops/layernorm.py).
 CUSTOM_OP_ROAD_OPS = ("rms_norm", "fused_add_rms_norm")
 # The CustomOp names enabled on that road. vLLM names an out-of-tree replacement
@@ -134,6 +133,9 @@ CUSTOM_OP_ROAD_OPS = ("rms_norm", "fused_add_rms_norm")
 CUSTOM_OP_ROAD_OP_NAMES = ("RMSNorm",)
 
 
+# Default vLLM IR provider priorities, per device and compilation regime. Each
+# device's choices (TemplateDevice.native_under_inductor) are backed by
+# `vllm-template bench-ops --for-regime graph` measurements on that device.
 def default_ir_op_priority(
     provider: str,
     provider_ops: Iterable[str],
@@ -216,3 +218,21 @@ def capture_size_problems(capture_sizes: Iterable[int], compile_sizes: Iterable[
                 f"{padded}); add it to cudagraph_capture_sizes or remove it from compile_sizes"
             )
     return problems
+
+
+# vLLM's own variable naming the plugins to load (README, "Picking the device").
+VLLM_PLUGINS_ENV = "VLLM_PLUGINS"
+
+
+def ray_worker_env_vars(environ: Mapping[str, str], requested: Mapping[str, str]) -> dict[str, str]:
+    """``env_vars`` of the Ray runtime env: what a Ray worker process needs when it starts.
+
+    A Ray worker picks its vLLM platform when it imports vLLM - before vLLM's Ray
+    executor hands it the engine's environment - from the environment of the Ray node
+    it runs on, which on another host lacks ``VLLM_TEMPLATE_DEVICE``. So the plugin's
+    variables and ``VLLM_PLUGINS`` travel in the runtime env; variables the user put
+    in ``ray_runtime_env`` win.
+    """
+    env = {k: v for k, v in environ.items() if k.startswith(ENV_PREFIX) or k == VLLM_PLUGINS_ENV}
+    env.update(requested)
+    return env

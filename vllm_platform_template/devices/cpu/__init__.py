@@ -8,7 +8,8 @@ runs in public CI. The folder:
 - ``attention_kernels.py`` (vLLM's CPU paged-attention kernels for ``TEMPLATE_ATTN``);
 - ``graphs.py`` (the static-graph contract, emulated) and ``graph_capture.py``;
 - ``platform.py``, ``worker.py``, ``fast_paths.py`` (vLLM's CPU fast paths an
-  out-of-tree platform loses), ``availability.py``.
+  out-of-tree platform loses), ``policy.py`` (the CPU's config decisions as
+  pure functions), ``availability.py``.
 
 ``device.py`` is the device object (no vLLM import).
 """

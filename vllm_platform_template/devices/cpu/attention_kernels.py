@@ -1,8 +1,8 @@
 """Paged attention through vLLM's CPU attention kernels (``torch.ops._C``), no vLLM import.
 
 vLLM's CPU build registers three ops once a process has loaded it
-(``kernels.vllm_cpu_build``; the platform does so in every worker through
-``Platform.import_kernels``):
+(``devices/cpu/vllm_cpu_build.py``; the platform does so in every worker
+through ``Platform.import_kernels``):
 
 - ``get_scheduler_metadata``: per-batch work split, computed once per step by
   the metadata builder and shared by every layer of the step. It records the
@@ -51,7 +51,7 @@ def available() -> tuple[bool, str]:
     if missing:
         return False, (
             f"vLLM's CPU attention ops {missing} are not in torch.ops._C "
-            "(load them first: kernels.vllm_cpu_build.load_cpu_kernels())"
+            "(load them first: devices.cpu.vllm_cpu_build.load_cpu_kernels())"
         )
     return True, "vLLM CPU attention ops loaded in torch.ops._C"
 

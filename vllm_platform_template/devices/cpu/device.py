@@ -54,8 +54,9 @@ DEVICE = TemplateDevice(
     fused_add_rms_norm_inplace=True,
     graph_backend=lambda pool: CpuGraphEmulation(),
     attention=attention_kernels,
-    # vLLM's C++ RMSNorm kernels beat Inductor's generated code at every measured
-    # shape; the sparse GELU reduction is faster fused by Inductor (docs/performance.md).
+    # vLLM's C++ RMSNorm kernels beat Inductor's generated code at decode and mid
+    # shapes and about tie at the largest; the sparse GELU reduction is faster fused
+    # by Inductor (`vllm-template bench-ops --for-regime graph`).
     native_under_inductor=("gelu_and_mul_sparse",),
     # The emulation costs a copy per piece and saves nothing: no graphs unless asked.
     default_graph_mode="NONE",

@@ -2,8 +2,8 @@
 
 An out-of-tree platform reports ``PlatformEnum.OOT``, so ``is_cpu()`` is False
 and vLLM silently skips its CPU fast paths. Measured on a 2-core EPYC with a
-~100M bf16 Llama, a naive OOT CPU platform decodes at 0.5-0.7x stock
-(docs/performance.md). The template wins them back with its own hooks - the worker
+~100M bf16 Llama, a naive OOT CPU platform decodes at 0.5-0.7x stock.
+The template wins them back with its own hooks - the worker
 subclass and the platform's config hooks - never by reporting ``is_cpu()``
 (that would also route CustomOps to ``forward_cpu`` and bypass the plugin's
 own ``forward_oot`` kernels):
@@ -95,10 +95,12 @@ def bind_worker_threads(vllm_config: Any, local_rank: int) -> list[int] | None:
     """Pin this worker process and size its OpenMP pool as vLLM does for stock CPU.
 
     Must run before ``CPUWorker.__init__`` (whose ``init_device`` later turns
-    ``torch.set_num_threads`` into a no-op). Only for the multiprocess executor,
-    as in stock vLLM: an in-process engine shares its process with the front end.
+    ``torch.set_num_threads`` into a no-op). Only where each worker has a process
+    of its own: the multiprocess executor, as in stock vLLM, and vLLM's Ray executor
+    (stock vLLM CPU has none; ``local_rank`` counts the workers on this host). An
+    in-process engine shares its process with the front end.
     """
-    if vllm_config.parallel_config.distributed_executor_backend != "mp":
+    if vllm_config.parallel_config.distributed_executor_backend not in ("mp", "ray"):
         return None
     ids = stock_cpu_ids(vllm_config, local_rank)
     if not ids:

@@ -1,4 +1,4 @@
-"""Kernels of the CPU reference backend (the CPU device's kernel table, ``__init__.py``).
+"""Kernels of the CPU reference backend (the CPU device's kernel table, ``device.py``).
 
 vLLM's CPU build ships vectorised C++ kernels (``torch.ops._C.rms_norm``,
 ``fused_add_rms_norm``, ``silu_and_mul``, ``rotary_embedding``) once a process

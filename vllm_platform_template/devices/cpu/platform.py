@@ -17,6 +17,7 @@ from vllm_platform_template.devices.cpu.device import DEVICE
 from vllm_platform_template.log import get_logger
 from vllm_platform_template.patches import apply_patch
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
+from vllm_platform_template.settings import CPU_RAY_RESOURCE
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -38,6 +39,11 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
     # its torch device name here (e.g. "npu" via PrivateUse1).
     device_name = "cpu"
     device_type = "cpu"
+    # vLLM's Ray executor reserves one unit of this Ray resource per worker. vLLM's
+    # CpuPlatform leaves it empty ("does not support ray"); the CPU is no Ray
+    # accelerator, so it is a custom resource the Ray nodes declare (README, "Several
+    # hosts with Ray"; the executor's assumptions about it: ray_workers.py).
+    ray_device_key = CPU_RAY_RESOURCE
 
     def __init__(self) -> None:
         # vLLM instantiates the platform once, when it becomes this process's current
@@ -110,6 +116,15 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
 
     @classmethod
     def _update_device_config(cls, vllm_config: VllmConfig) -> None:
+        from vllm import envs
+
         inductor = vllm_config.compilation_config.inductor_compile_config
         for key in cpu_policy.CPU_UNSUPPORTED_INDUCTOR_KEYS:
             inductor.pop(key, None)
+        problem = cpu_policy.ray_executor_problem(
+            vllm_config.parallel_config.use_ray,
+            # vLLM 0.33 has RayExecutorV2 only, and no such variable
+            getattr(envs, "VLLM_USE_RAY_V2_EXECUTOR_BACKEND", True),
+        )
+        if problem:
+            raise ValueError(problem)

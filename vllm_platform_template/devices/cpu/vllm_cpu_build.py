@@ -14,7 +14,8 @@ conformance kit, the tests - loads them through :func:`load_cpu_kernels`.
 ``auto``: the CPU's best) forces an older build, so that an AVX-512 machine runs
 the suite as an AVX2-only host would. A build the CPU cannot run is never loaded.
 
-Layer: kernels. This module runs no vLLM Python code - it locates the installed
+Layer: below the platforms (``device.py``'s ``load_libraries`` imports it, so it
+must not import vLLM). This module runs no vLLM Python code - it locates the installed
 ``vllm`` package with ``importlib.util.find_spec`` (which does not import it)
 and ``dlopen``s the chosen extension through ``torch.ops.load_library``, exactly
 what importing the extension does (the builds other than ``_C`` cannot even be
@@ -43,6 +44,18 @@ ISA_ENV = CPU_ISA_ENV
 X86_BUILDS = (("avx512_bf16", "_C"), ("avx512", "_C_AVX512"), ("avx2", "_C_AVX2"))
 ISA_LEVELS = tuple(level for level, _ in X86_BUILDS)
 BUILD_NAMES = tuple(name for _, name in X86_BUILDS)
+# How each build runs bf16, as measured: every build runs vLLM's bf16 kernels
+# (rms_norm, fused_add_rms_norm, silu_and_mul, rotary, paged attention) within bf16
+# tolerance of fp32 references (tests/unit/test_vllm_cpu_build.py::
+# test_every_build_runs_bf16_kernels forces each build the CPU can run), and the
+# ``small`` model runs end to end in bf16 on each (tests/e2e/test_bf16_parity.py).
+# The one rule the demo and the bf16 tests follow: :func:`bf16_problem`.
+BF16_BY_ISA = {
+    "avx512_bf16": "native bf16 instructions (AMX tiles in attention where present)",
+    "avx512": "runs, converting bf16 through fp32",
+    "avx2": "runs, converting bf16 through fp32",
+    "native": "vLLM's single build for this architecture (not measured here)",
+}
 
 
 @dataclass(frozen=True)
@@ -58,11 +71,6 @@ class CpuKernelBuild:
     @property
     def loaded(self) -> bool:
         return self.module is not None
-
-    @property
-    def native_bf16(self) -> bool:
-        """The build has AVX-512 BF16 instructions (elsewhere bf16 goes through fp32)."""
-        return self.isa == "avx512_bf16"
 
 
 def is_x86() -> bool:
@@ -182,6 +190,25 @@ def _block_other_builds(loaded: str) -> None:
     for other in BUILD_NAMES:
         if other != loaded:
             sys.modules.setdefault(f"vllm.{other}", None)  # type: ignore[arg-type]
+
+
+def bf16_problem(build: CpuKernelBuild) -> str | None:
+    """Why bf16 cannot run on the CPU with ``build`` loaded, or None (the one bf16 rule).
+
+    Every vllm-cpu build runs bf16 (``BF16_BY_ISA``); only a process with no
+    build loaded cannot. The demo's dtype choice and the bf16 parity and
+    perplexity tests all ask this function.
+    """
+    if not build.loaded:
+        return f"bf16 needs one of vLLM's CPU kernel builds, and none loaded: {build.reason}"
+    if build.isa not in BF16_BY_ISA:
+        return f"{build.module} ({build.isa}) is not a build whose bf16 was measured"
+    return None
+
+
+def describe_bf16(build: CpuKernelBuild) -> str:
+    """How bf16 runs with ``build`` loaded, or why it does not (for ``doctor``)."""
+    return bf16_problem(build) or BF16_BY_ISA[build.isa]
 
 
 def describe(build: CpuKernelBuild) -> str:

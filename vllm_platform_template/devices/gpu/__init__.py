@@ -1,15 +1,27 @@
-"""The GPU reference backend: the shape a vendor copies for a new accelerator.
+"""The GPU backend: a plain vLLM ``Platform`` for one torch device, the shape a port copies.
 
-A plain vLLM ``Platform`` (not vLLM's ``CudaPlatform``) on pure-Python vLLM,
-whose every kernel is the plugin's own (Triton). The folder:
+The device is named in one table, ``identity.py`` (device type, torch module,
+dispatch key, distributed backend, graph API, kernel compiler, ...); every
+other file reads it. Each file serves vLLM hooks, in the order a port meets
+them (docs/porting-guide.md walks them, each with the test that turns green):
 
-- ``kernels/`` (Triton: layernorm, activation, rotary, paged attention; no vLLM)
-  and ``kernels/supports.py`` (which calls they take);
-- ``attention_kernels.py`` (the Triton kernels behind ``TEMPLATE_ATTN``);
-- ``graphs.py`` (CUDA graphs in vLLM's graph pool) and ``cuda_views.py``
-  (the tensor views vLLM makes with compiled ops, made with torch);
-- ``platform.py``, ``worker.py``, ``communicator.py`` (NCCL through
-  torch.distributed), ``availability.py``.
+====================================================  ===============================
+vLLM hook                                             file
+====================================================  ===============================
+platform identity                                     ``identity.py``
+activation (``vllm.platform_plugins``)                ``availability.py``
+device queries, memory, ``set_device``, seeding       ``platform.py``
+worker, memory pool and sleep mode                    ``worker.py``
+communicator                                          ``communicator.py``
+model runner choice and sampler                       ``worker.py``
+pinned / UVA buffers                                  ``views.py``
+IR / CustomOp kernel table, ``import_kernels``        ``device.py``, ``kernels/``
+attention kernels                                     ``attention_kernels.py``
+compiler backend and passes                           ``platform.py``, ``device.py``
+graph capture backend                                 ``graphs.py``
+====================================================  ===============================
 
-``device.py`` is the device object (no vLLM import, no Triton import).
+``device.py`` is the device object the layers below the platform read (no vLLM
+import, no Triton import). Every file's docstring names the vLLM hook it serves
+and the test that proves it (``tests/unit/test_device_identity.py`` checks).
 """

@@ -1,8 +1,11 @@
-"""The Triton paged-attention kernels as the GPU device's ``AttentionKernels``.
+"""The Triton paged-attention kernels as the device's ``AttentionKernels``.
 
-vLLM hook served: the kernels ``TEMPLATE_ATTN``'s impl and metadata builder
-run on the GPU (``attention/``); the kernels themselves are in
-``kernels/paged_attention.py`` (plain cache layout, the reference's).
+vLLM hook served: the attention kernels behind ``Platform.get_attn_backend_cls``
+(``TEMPLATE_ATTN``'s impl and metadata builder, ``attention/``, run them on the
+device); the kernels themselves are in ``kernels/paged_attention.py`` (plain
+cache layout, the reference's). docs/porting-guide.md, "9. Attention kernels".
+Proven by ``tests/unit/test_triton_kernels_interpret.py`` (Triton's interpreter
+on the CPU) and, on the device, ``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,27 @@
-"""Collectives between the GPU platform's ranks (tensor and pipeline parallel).
+"""Collectives between the device's ranks (tensor and pipeline parallel).
 
 vLLM hook: ``Platform.get_device_communicator_cls``. vLLM builds one
 communicator per parallel group with a CPU group (gloo) and a device group
-created with the platform's ``dist_backend`` ("nccl" here). The base class
-already runs every collective through ``torch.distributed`` on the device
-group, which is what this platform wants: NCCL via torch, nothing compiled by
-vLLM (vLLM's ``CudaCommunicator`` adds its own custom all-reduce kernels and
-symmetric-memory paths, which need ``vllm._C``). A vendor whose collective
-library has a torch.distributed backend (HCCL, XCCL, ...) does the same; one
-with faster device collectives overrides ``all_reduce``/``all_gather`` here.
+created with the platform's ``dist_backend`` (the identity's: "nccl" for CUDA),
+even for one rank. The base class already runs every collective through
+``torch.distributed`` on the device group, which is what this platform wants:
+the device's collective library via torch, nothing compiled by vLLM (vLLM's
+``CudaCommunicator`` adds its own custom all-reduce kernels and
+symmetric-memory paths, which need ``vllm._C``). A device whose collective
+library has a torch.distributed backend (HCCL, XCCL, ...) names it in
+``identity.py``; one with faster device collectives overrides
+``all_reduce``/``all_gather`` here (docs/porting-guide.md, "5. Communicator").
 
 Graph capture: vLLM's ``GroupCoordinator.graph_capture`` (entered by the model
 runner around every capture) only knows its own CUDA and XPU communicators and
 asserts on any other. :meth:`TemplateGpuCommunicator.graph_capture` is what that
 context does for this communicator (capture on a side stream that waits for the
-current one; NCCL collectives issued through torch.distributed on that stream are
+current one; collectives issued through torch.distributed on that stream are
 recorded into the graph), and the patch registry's ``oot_communicator_graph_capture``
 routes vLLM's call to it.
+
+Proven by ``tests/unit/test_communicator_graph_capture.py`` (vLLM's real
+``graph_capture`` on one CPU rank) and, on two devices, ``tests/e2e/test_gpu_parallel.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from vllm.distributed.parallel_state import GraphCaptureContext
 
 
 class TemplateGpuCommunicator(DeviceCommunicatorBase):
-    """torch.distributed collectives on the NCCL device group."""
+    """torch.distributed collectives on the device group (the identity's ``dist_backend``)."""
 
     @contextlib.contextmanager
     def graph_capture(

@@ -1,7 +1,12 @@
-"""The GPU device object: ``DEVICE``, what the rest of the plugin asks about this device.
+"""The device object: ``DEVICE``, what the rest of the plugin asks about this device.
 
-Read by ``vllm_platform_template.device.device_for``; imports no vLLM and no
-platform code (only this folder's kernels, loaded lazily).
+vLLM hooks served (through the layers that read ``DEVICE``): the IR / CustomOp
+kernel table (``ir_impls``, ``custom_ops``, the fused model), the attention
+kernels of ``TEMPLATE_ATTN``, the graph backend of the graph wrapper, the IR
+op priorities and graph defaults of the config policy. Read by
+``vllm_platform_template.device.device_for``; imports no vLLM and no platform
+code (only this folder's kernels, loaded lazily). Proven by the conformance kit
+(``tests/unit/test_conformance.py``, on the device) and ``tests/unit/test_policy.py``.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
+from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.devices.gpu.kernels import supports, triton_available
 
 
@@ -40,20 +46,20 @@ def attention_kernels() -> AttentionKernels:
 
 
 def graph_backend(pool: Any) -> Any:
-    from vllm_platform_template.devices.gpu.graphs import CudaGraphBackend
+    from vllm_platform_template.devices.gpu.graphs import DeviceGraphBackend
 
-    return CudaGraphBackend(pool)
+    return DeviceGraphBackend(pool)
 
 
 def pinned_device_view(cpu_tensor: Any) -> Any:
-    from vllm_platform_template.devices.gpu.cuda_views import cuda_view_of_pinned
+    from vllm_platform_template.devices.gpu.views import device_view_of_pinned
 
-    return cuda_view_of_pinned(cpu_tensor)
+    return device_view_of_pinned(cpu_tensor)
 
 
 DEVICE = TemplateDevice(
-    name="gpu",
-    torch_device_type="cuda",
+    name=__name__.split(".")[-2],  # this folder's name
+    torch_device_type=IDENTITY.device_type,
     ir_provider="template_triton",
     status=triton_available,
     kernels=kernel_table,
@@ -62,8 +68,9 @@ DEVICE = TemplateDevice(
     fused_add_rms_norm_inplace=True,
     graph_backend=graph_backend,
     attention=attention_kernels,
-    # Inductor's generated kernels sit close to copy bandwidth for all three IR ops
-    # (docs/performance.md): in the graph stage they stay native.
+    # Inductor's generated code sits close to copy bandwidth for all three IR ops on a
+    # GPU (measure yours: `vllm-template bench-ops --for-regime graph`): in the graph
+    # stage they stay native.
     native_under_inductor=("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
     uses_graph_pool=True,
     pinned_device_view=pinned_device_view,

@@ -1,14 +1,27 @@
-"""The worker of the template's GPU platform: vLLM's GPU worker with the platform's answers.
+"""The device's worker: vLLM's GPU worker with the platform's answers.
 
-vLLM hook: ``parallel_config.worker_cls`` (set in ``check_and_update_config``).
-vLLM's ``gpu_worker.Worker`` runs the model runner, memory profiling and graph
-capture on any torch device; it only asks an out-of-tree platform for one thing
-it cannot give: a memory pool for weights and KV cache. vLLM returns a plain
-allocation context for CUDA/ROCm/XPU/CPU and otherwise reaches for its
-sleep-mode allocator (``CuMemAllocator``, compiled, CUDA-only). The template
-platform has no sleep mode (``is_sleep_mode_available()`` is False, so vLLM's
-config refuses ``enable_sleep_mode``): tensors come from torch's caching
-allocator, as on stock CUDA without sleep mode.
+vLLM hooks served: ``parallel_config.worker_cls`` (set in
+``check_and_update_config``), and through it the memory pool, sleep mode, the
+model runner and its sampler (docs/porting-guide.md, sections 4 and 6).
+
+- Memory pool and sleep mode: vLLM's ``gpu_worker.Worker`` runs the model
+  runner, memory profiling and graph capture on any torch device; it only asks
+  an out-of-tree platform for one thing it cannot give: a memory pool for
+  weights and KV cache. vLLM returns a plain allocation context for
+  CUDA/ROCm/XPU/CPU and otherwise reaches for its sleep-mode allocator
+  (``CuMemAllocator``, compiled, CUDA-only). This platform has no sleep mode
+  (``is_sleep_mode_available()`` is False, so vLLM's config refuses
+  ``enable_sleep_mode``): tensors come from torch's caching allocator.
+- Model runner and sampler: the worker builds vLLM's own choice
+  (``VllmConfig.use_v2_model_runner``: Model Runner V2 wherever Triton is
+  importable, else V1; ``VLLM_USE_V2_MODEL_RUNNER=0`` forces V1). Model Runner
+  V2 prepares its inputs and samples with vLLM's Triton kernels
+  (``vllm/v1/worker/gpu/sample/``) on the device, and keeps its batch in pinned
+  buffers read through device views (``views.py``): so it needs the identity's
+  ``kernel_compiler`` to be Triton, which activation checks.
+
+Proven by ``tests/unit/test_gpu_platform.py`` (the worker and memory pool the
+platform names) and, on the device, ``tests/e2e/test_gpu_engine.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +34,7 @@ from vllm_platform_template.platform_plugin.worker_reports import TemplateWorker
 
 
 class TemplateGPUWorker(TemplateWorkerReports, Worker):
-    """vLLM's ``Worker`` for the template GPU platform."""
+    """vLLM's ``Worker`` for this folder's platform."""
 
     def _maybe_get_memory_pool_context(self, tag: str) -> AbstractContextManager:
         return nullcontext()

@@ -3,9 +3,9 @@
 vLLM hook: the class the entry point (``platform_plugin.activation.register``) names for
 ``VLLM_TEMPLATE_DEVICE=xpu``. Built on vLLM's ``XPUPlatform`` (upstream
 PyTorch's XPU device) with the ``template_ipex`` IR provider first in eager
-mode. No XPU was available to this project: its config policy (IR priorities,
-graph defaults) is unit-tested on CPU (``tests/unit/test_policy.py::test_xpu_policy``);
-nothing here has run on an XPU.
+mode and the fusion-only stage. No XPU was available to this project: its
+config policy (IR priorities, graph defaults) is unit-tested on CPU
+(``tests/unit/test_xpu_device.py``); nothing here has run on an XPU.
 Imported only when selected (``vllm.platforms.xpu`` needs ``vllm_xpu_kernels``).
 """
 

@@ -1,4 +1,4 @@
-"""Paged attention kernels of the template's attention backend (``TEMPLATE_ATTN``).
+"""The paged KV-cache contract of ``TEMPLATE_ATTN`` and its plain-torch reference.
 
 No module here imports vLLM. All paths share one paged KV-cache contract: the
 per-layer cache vLLM allocates for ``KVCacheLayout.LBHNC`` is a tensor
@@ -10,14 +10,17 @@ Every path's KV write keeps vLLM's slot contract (``_validation.check_slot_mappi
 ``slot_mapping`` is contiguous int64 with one entry per token to write, at most
 the number of key rows; rows past it are padding and are not written.
 
-- ``reference``: the semantics in plain torch (causal, grouped-query heads, mixed
-  prefill/decode batches, fp32 math). Reads and writes the *plain* interior
-  layout (``key_cache[b, h, t]`` is token ``t``'s key). Runs on any device.
-- ``cpu``: vLLM's CPU attention kernels (``torch.ops._C``). They pick an
-  instruction-set-specific interior layout (keys transposed or AMX-packed inside
-  a block), so a cache written by them must only be read by them.
-- ``vllm_platform_template.devices.gpu.kernels.paged_attention``: the CUDA path
-  (plain layout), imported lazily by the backend.
+- ``reference`` (here): the semantics in plain torch (causal, grouped-query
+  heads, mixed prefill/decode batches, fp32 math). Reads and writes the *plain*
+  interior layout (``key_cache[b, h, t]`` is token ``t``'s key). Runs on any device.
+- ``_validation`` (here): the shared argument checks (the reference and the CPU
+  kernels run them all; every path's KV write runs ``check_slot_mapping``).
+- ``devices/cpu/attention_kernels.py``: vLLM's CPU attention kernels
+  (``torch.ops._C``). They pick an instruction-set-specific interior layout
+  (keys transposed or AMX-packed inside a block), so a cache written by them
+  must only be read by them.
+- ``devices/gpu/kernels/paged_attention.py``: the Triton path (plain layout),
+  loaded through the GPU device's ``attention`` on first use.
 
-Never mix paths on one cache: the backend chooses one path per engine.
+Never mix paths on one cache: ``attention/paths.py`` chooses one path per engine.
 """

@@ -1,4 +1,4 @@
-"""Triton kernels of the template's CUDA reference backend.
+"""Triton kernels of the template's GPU backend (the device of ``identity.py``).
 
 One module per kernel family, each importing only torch and triton (never vLLM):
 
@@ -16,11 +16,19 @@ when ``@triton.jit`` wraps a kernel); that is how ``tests/unit`` checks them.
 
 This ``__init__`` imports neither torch nor triton: :func:`triton_available` does,
 lazily, and the helpers below are for the kernel modules.
+
+vLLM hooks served: ``Platform.import_kernels`` (``device.load_libraries`` imports
+them) and, through ``device.py``'s kernel table, the IR provider, the CustomOps,
+the fused model and the attention kernels (docs/porting-guide.md, "8. Kernels").
+Proven by ``tests/unit/test_triton_kernels_interpret.py`` (Triton's interpreter
+on the CPU) and, on the device, ``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from vllm_platform_template.devices.gpu.identity import IDENTITY
 
 if TYPE_CHECKING:
     import torch
@@ -31,21 +39,27 @@ __all__ = ["triton_available"]
 def triton_available() -> tuple[bool, str]:
     """Whether the Triton kernels can run here: ``(ok, reason)``; never raises.
 
-    ``reason`` says what is missing (triton not importable, no CUDA device) or,
-    when ``ok``, which Triton and device were found.
+    ``reason`` says what is missing (Triton not the device's kernel compiler in
+    ``identity.py``, triton not importable, no device) or, when ``ok``, which
+    Triton and device were found.
     """
+    device = IDENTITY.device_type
+    if IDENTITY.kernel_compiler != "triton":
+        return False, (
+            f"these are Triton kernels, and identity.py names {IDENTITY.kernel_compiler!r} as "
+            f"the kernel compiler of {device} (docs/porting-guide.md, '8. Kernels')"
+        )
     try:
         import triton
     except Exception as exc:  # ImportError, or a broken install raising anything else
         return False, f"triton is not importable ({type(exc).__name__}: {exc})"
     try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return False, "no CUDA device (torch.cuda.is_available() is False)"
-        name = torch.cuda.get_device_name(torch.cuda.current_device())
+        module = IDENTITY.torch_module_or_none()
+        if module is None or not module.is_available():
+            return False, f"no {device} device (torch.{IDENTITY.torch_module} sees none)"
+        name = module.get_device_name(module.current_device())
     except Exception as exc:
-        return False, f"no usable CUDA device ({type(exc).__name__}: {exc})"
+        return False, f"no usable {device} device ({type(exc).__name__}: {exc})"
     return True, f"triton {triton.__version__} on {name}"
 
 
@@ -62,7 +76,7 @@ def is_interpreted(kernel: Any) -> bool:
 def check_launch_device(kernel: Any, op: str, *tensors: torch.Tensor | None) -> None:
     """All tensors on one device the kernel can run on, else ``ValueError``.
 
-    Compiled kernels need GPU tensors; the interpreter needs CPU tensors.
+    Compiled kernels need tensors on the identity's device; the interpreter, CPU tensors.
     """
     present = [t for t in tensors if t is not None]
     devices = {t.device for t in present}
@@ -76,10 +90,11 @@ def check_launch_device(kernel: Any, op: str, *tensors: torch.Tensor | None) -> 
                 f"{op}: TRITON_INTERPRET=1 runs kernels on the CPU; move the tensors to the "
                 f"CPU (found {device}) or unset TRITON_INTERPRET before importing the kernels"
             )
-    elif device.type == "cpu":
+    elif device.type != IDENTITY.device_type:
         raise ValueError(
-            f"{op}: Triton kernels need GPU tensors, found cpu; move them with .cuda() "
-            "(or set TRITON_INTERPRET=1 before importing the kernels to run the interpreter)"
+            f"{op}: these Triton kernels need {IDENTITY.device_type} tensors, found "
+            f"{device.type}; move them with .to({IDENTITY.device_type!r}) (or set "
+            "TRITON_INTERPRET=1 before importing the kernels to run the interpreter on the CPU)"
         )
 
 

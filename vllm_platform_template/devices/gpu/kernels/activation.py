@@ -12,6 +12,11 @@ after every step in the input dtype, so low-precision results differ by about
 one ulp). Rows may be strided; the last dimension must be contiguous.
 ``silu_and_mul`` tiles each row across programs; ``gelu_and_mul_sparse`` needs
 the whole gate row for its statistics, so one program owns a row.
+
+vLLM hooks served: the ``SiluAndMul`` CustomOp and the fused model
+(``silu_and_mul``) and the IR op ``gelu_and_mul_sparse``, through ``device.py``'s
+kernel table. Proven by ``tests/unit/test_triton_kernels_interpret.py`` and, on
+the device, ``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

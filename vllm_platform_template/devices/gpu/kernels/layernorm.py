@@ -15,6 +15,11 @@ registers (reads ``x`` and ``residual`` once, writes once). Rows longer than
 :data:`MAX_SINGLE_PASS_BLOCK` elements fall back to two passes over
 :data:`MULTI_PASS_BLOCK`-wide chunks (the second read mostly hits L2).
 Several rows share a program when ``H`` is small.
+
+vLLM hooks served: the IR ops ``rms_norm`` / ``fused_add_rms_norm`` (provider
+``template_triton``) and the ``RMSNorm`` CustomOp, through ``device.py``'s kernel
+table. Proven by ``tests/unit/test_triton_kernels_interpret.py``, the conformance
+kit and, on the device, ``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

@@ -33,6 +33,11 @@ Correctness never depends on ``max_query_len``/``max_seq_len`` beyond
 ``max_query_len == 1`` meaning all-decode: the kernels read the real lengths
 from ``seq_lens``/``query_start_loc`` (so CUDA-graph replays with other lengths
 stay correct); the two maxima only pick tile sizes and the split count.
+
+vLLM hook served: the attention kernels of ``TEMPLATE_ATTN``
+(``Platform.get_attn_backend_cls``), through ``attention_kernels.py``. Proven by
+``tests/unit/test_triton_kernels_interpret.py`` and, on the device,
+``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import torch
 import triton
 import triton.language as tl
 
+from vllm_platform_template.devices.gpu.identity import torch_module
 from vllm_platform_template.devices.gpu.kernels import (
     check_dtype,
     check_last_dim_contiguous,
@@ -562,13 +568,13 @@ def prefill_launch_config(max_query_len: int, group: int, head_size: int) -> Att
 
 @functools.lru_cache(maxsize=16)
 def _multiprocessor_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+    return torch_module().get_device_properties(device_index).multi_processor_count
 
 
 def _num_multiprocessors(device: torch.device) -> int:
     if is_interpreted(_paged_decode_kernel):
         return 4  # the interpreter: a few splits, so that tests exercise the merge
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = device.index if device.index is not None else torch_module().current_device()
     return _multiprocessor_count(index)
 
 

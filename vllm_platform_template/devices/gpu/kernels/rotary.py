@@ -21,6 +21,11 @@ e.g. -1 for padding, are skipped), saving the separate cache-write pass.
 One program handles one token and a chunk of heads. A position outside
 ``[0, cos_sin_cache.shape[0])`` is not checked on the host (that would need a
 device sync): the kernel reads no memory for it and rotates by cos = sin = 0.
+
+vLLM hooks served: the ``RotaryEmbedding`` CustomOp (through ``device.py``'s
+kernel table) and the fused model's rotary + KV write (``attention_kernels.py``).
+Proven by ``tests/unit/test_triton_kernels_interpret.py`` and, on the device,
+``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,27 @@
-"""Which calls the Triton kernels take: the GPU kernel table's ``supports`` checks.
+"""Which calls the Triton kernels take: the device kernel table's ``supports`` checks.
 
 Dtype, device and layout only (never the batch size, so dispatch does not
 change with load). The kernels read rows through their stride, so strided rows
 are fine; the last dimension must be contiguous.
+
+vLLM hook served: the IR providers' ``supports_args`` and the CustomOps' choice
+of kernel, through ``device.py``'s kernel table. Proven by
+``tests/unit/test_gpu_platform.py`` (on fake device tensors) and, on the device,
+the conformance kit's ``test_falls_through``.
 """
 
 from __future__ import annotations
 
 import torch
 
+from vllm_platform_template.devices.gpu.identity import IDENTITY
+
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _rows_ok(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
     return (
-        x.is_cuda
+        x.device.type == IDENTITY.device_type
         and x.dtype in FLOAT_DTYPES
         and x.dim() >= 1
         and x.stride(-1) == 1
@@ -49,4 +56,9 @@ def fused_add_rms_norm_supports(
 def gelu_and_mul_sparse_supports(
     x: torch.Tensor, std_multiplier: float, approximate: str = "none"
 ) -> bool:
-    return x.is_cuda and x.dtype in FLOAT_DTYPES and x.stride(-1) == 1 and x.shape[-1] % 2 == 0
+    return (
+        x.device.type == IDENTITY.device_type
+        and x.dtype in FLOAT_DTYPES
+        and x.stride(-1) == 1
+        and x.shape[-1] % 2 == 0
+    )

@@ -1,7 +1,9 @@
 """Kernel tests of the Llama fused ops, beside the model (the RFC's layout).
 
-Each op is checked against its torch reference on the CPU; the Triton variants
-run in the GPU tier (``tests/gpu``) with the same reference.
+Each op is checked against its torch reference on the CPU, through the
+reference and vLLM's CPU attention kernels. The Triton kernels behind them
+(including the fused rotary + KV write, ``rope_and_write_kv``) are tested in
+the GPU tier, ``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations
