@@ -9,7 +9,9 @@
 #   serve     vllm-template serve under 64 concurrent requests, clean shutdown
 #   bench     the GPU benchmarks (kernels, graphs)
 #   multi     tensor and pipeline parallel on two GPUs (skips with fewer)
-#   all       every stage above, in that order
+#   upstream  vLLM's own tests/kernels/ir and compile tests on the GPU platform
+#             (tools/upstream_tests.py; needs vLLM's test plugins and its sdist, below)
+#   all       every stage above but upstream, in that order
 #
 # Any stage works alone on a fresh machine. With vLLM installed for CUDA
 # (`pip install -e '.[cuda,dev]'`) nothing is installed. On a machine without vLLM
@@ -23,10 +25,10 @@
 # verbose: a call cut off at its time limit still names every test that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|all [RESULTS_DIR]"
+usage="usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|upstream|all [RESULTS_DIR]"
 stage="${1:?$usage}"
 case "$stage" in
-kernels | engine | serve | bench | multi | all) ;;
+kernels | engine | serve | bench | multi | upstream | all) ;;
 *)
     echo "unknown stage: $stage; $usage" >&2
     exit 2
