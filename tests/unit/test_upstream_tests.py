@@ -263,3 +263,62 @@ def test_the_project_selection_is_valid(up) -> None:
     assert s.groups_for("ci")
     for group in s.groups:
         assert all(p.startswith("tests/") for p in group.paths), group
+
+
+def _fake_run(up, monkeypatch, tmp_path: Path, outcomes: dict[str, str]) -> Path:
+    """``main`` with the sdist, the model and the pytest runs replaced: ``outcomes`` per group."""
+    selection = tmp_path / "selection.toml"
+    selection.write_text(GOOD)
+    monkeypatch.setattr(up, "installed_vllm_version", lambda: "9.9.9")
+    monkeypatch.setattr(up, "fetch_sdist", lambda *a: tmp_path / "vllm-9.9.9.tar.gz")
+    monkeypatch.setattr(up, "extract_tests", lambda sdist, dest: dest)
+    monkeypatch.setattr(up, "stand_in_hub", lambda model, names, hub: hub)
+    monkeypatch.setenv(up.CACHE_ENV, str(tmp_path / "cache"))
+    import vllm_platform_template.embedded_model as embedded
+
+    monkeypatch.setattr(embedded, "ensure_model", lambda name, dest: dest)
+
+    def run_group(group, selection, mode, device, tree, work, hub):
+        return {n: o for n, o in outcomes.items() if up.in_paths(n, group.paths)}
+
+    monkeypatch.setattr(up, "run_group", run_group)
+    return selection
+
+
+@pytest.mark.parametrize(
+    ("x2", "expected"),
+    [("failed", 0), ("passed", 1)],  # the listed known failure fails / now passes
+)
+def test_exit_status_follows_the_judgement(up, monkeypatch, tmp_path, x2, expected) -> None:
+    outcomes = {"tests/ir/test_op.py::test_x[1]": "passed", "tests/ir/test_op.py::test_x[2]": x2}
+    selection = _fake_run(up, monkeypatch, tmp_path, outcomes)
+    out = tmp_path / "counts.json"
+    argv = ["--selection", str(selection), "--mode", "both", "--json", str(out)]
+    assert up.main(argv) == expected
+    document = json.loads(out.read_text())
+    counts = {"passed": 2 if x2 == "passed" else 1, "failed": 0 if x2 == "passed" else 1}
+    assert document["template"]["counts"] == {**counts, "skipped": 0, "excluded": 0}
+    assert document["stock"]["counts"] == document["template"]["counts"]
+
+
+def test_an_unlisted_failure_fails_the_run_but_not_a_stock_run(up, monkeypatch, tmp_path) -> None:
+    outcomes = {
+        "tests/ir/test_op.py::test_x[2]": "failed",  # listed
+        "tests/ir/test_new.py::test_z": "failed",  # not listed
+    }
+    selection = _fake_run(up, monkeypatch, tmp_path, outcomes)
+    assert up.main(["--selection", str(selection)]) == 1
+    assert up.main(["--selection", str(selection), "--mode", "stock"]) == 0
+
+
+def test_a_group_that_ran_nothing_fails_the_run(up, monkeypatch, tmp_path) -> None:
+    selection = _fake_run(up, monkeypatch, tmp_path, {})
+    assert up.main(["--selection", str(selection), "--group", "ir"]) == 1
+
+
+def test_usage_problems_exit_2(up, monkeypatch, tmp_path) -> None:
+    selection = _fake_run(up, monkeypatch, tmp_path, {})
+    monkeypatch.setattr(up, "installed_vllm_version", lambda: "1.0.0")  # no pinned sha256
+    assert up.main(["--selection", str(selection)]) == 2
+    selection.write_text('[[group]]\nname = "x"\n')  # no paths
+    assert up.main(["--selection", str(selection)]) == 2
