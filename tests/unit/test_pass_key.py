@@ -3,7 +3,7 @@
 vLLM puts the platform's pass manager into the compiler config under
 ``Platform.pass_key`` whatever compiler runs; when a user names vLLM's own
 ``inductor`` backend, that config goes to Inductor, which rejects keys it does
-not know. vLLM's upstream tests/compile/test_aot_compile.py found a key of the
+not know. vLLM's own test_aot_compile.py (in its compile tests) found a key of the
 template's own failing there.
 """
 
