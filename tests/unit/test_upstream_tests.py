@@ -322,3 +322,21 @@ def test_usage_problems_exit_2(up, monkeypatch, tmp_path) -> None:
     assert up.main(["--selection", str(selection)]) == 2
     selection.write_text('[[group]]\nname = "x"\n')  # no paths
     assert up.main(["--selection", str(selection)]) == 2
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_every_file_the_issue_names_is_in_a_group(up, version: str) -> None:
+    """Each test file of tests/ir, tests/kernels/ir, tests/compile (but h100/) and the
+    platform plugin tests lies in a group (where its tests run or are excluded by id)."""
+    tree = up.cache_dir() / f"vllm-{version}"
+    if not (tree / ".extracted").exists():
+        pytest.skip(f"vLLM {version}'s tests are not extracted here (run tox -e upstream first)")
+    paths = [p for g in up.load_selection(SELECTION).groups for p in g.paths]
+    files = [
+        str(f.relative_to(tree))
+        for base in ("tests/ir", "tests/kernels/ir", "tests/compile")
+        for f in (tree / base).rglob("test_*.py")
+        if "/h100/" not in str(f)
+    ] + ["tests/plugins_tests/test_platform_plugins.py"]
+    assert len(files) > 40
+    assert [f for f in files if not up.in_paths(f, paths)] == []
