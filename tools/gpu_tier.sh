@@ -10,7 +10,9 @@
 #             plugin `vllm-template new` generates, its parity run on this device
 #   bench     the GPU benchmarks (kernels, graphs)
 #   multi     tensor and pipeline parallel on two GPUs (skips with fewer)
-#   all       every stage above, in that order
+#   upstream  vLLM's own tests/kernels/ir and compile tests on the GPU platform
+#             (tools/upstream_tests.py; needs vLLM's test plugins and its sdist, below)
+#   all       every stage above but upstream, in that order
 #
 # Any stage works alone on a fresh machine. With vLLM installed for CUDA
 # (`pip install -e '.[cuda,dev]'`) nothing is installed. On a machine without vLLM
@@ -24,10 +26,10 @@
 # verbose: a call cut off at its time limit still names every test that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|all [RESULTS_DIR]"
+usage="usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|upstream|all [RESULTS_DIR]"
 stage="${1:?$usage}"
 case "$stage" in
-kernels | engine | serve | bench | multi | all) ;;
+kernels | engine | serve | bench | multi | upstream | all) ;;
 *)
     echo "unknown stage: $stage; $usage" >&2
     exit 2
@@ -112,6 +114,15 @@ run_stage() {
     bench)
         python benchmarks/gpu_kernels.py --json "$results/gpu_kernels.json" 2>&1 | tee -a "$out" || rc=1
         python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" 2>&1 | tee -a "$out" || rc=1
+        ;;
+    upstream)
+        # vLLM's own tests/kernels/ir and compile tests with the GPU platform active (the
+        # groups of tests/upstream/selection.toml; docs/conformance.md, "On a GPU"). Needs
+        # pip install tblib pytest-asyncio pytest-mock pytest-forked, and vLLM's sdist in
+        # ~/.cache/vllm-platform-template/upstream (downloaded there when PyPI is reachable).
+        python tools/upstream_tests.py --device cuda --mode template --group kernels-ir \
+            --group compile-passes --group compile-unit --json "$results/upstream.json" \
+            2>&1 | tee -a "$out" || rc=1
         ;;
     multi)
         python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \

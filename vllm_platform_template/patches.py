@@ -6,7 +6,8 @@ exists, the upstream reference and when to remove it. Two kinds:
 
 - process patches (``scope="process"``) are applied per process from the
   ``vllm.general_plugins`` entry point (only while the template platform is
-  active) by :func:`apply_patches`, and are idempotent;
+  active) by :func:`apply_patches`, and are idempotent; a platform may apply
+  one earlier, by name (:func:`apply_patch`), when vLLM makes it current;
 - scoped patches (``scope="call"``) rebind an object for one call or one
   instance; the function that does it lives here and the listed caller calls it.
 
@@ -50,27 +51,29 @@ class Patch:
     caller: str = ""
 
 
-def _quiet_accelerator_cleanup() -> None:
-    """Let ``cleanup_dist_env_and_memory`` finish on a CPU-backed OOT platform."""
-    import vllm.v1.engine.core as engine_core
+def _accelerator_cache_without_accelerator() -> None:
+    """Make ``torch.accelerator``'s cache calls no-ops in a process without an accelerator."""
+    import torch
 
-    original = engine_core.cleanup_dist_env_and_memory
-    if getattr(original, "__template_patched__", False):
-        return
+    for name in ("empty_cache", "empty_host_cache"):
+        original = getattr(torch.accelerator, name, None)
+        if original is None or getattr(original, "__template_patched__", False):
+            continue
+        setattr(torch.accelerator, name, _skip_without_accelerator(original))
+
+
+def _skip_without_accelerator(original: Callable[[], None]) -> Callable[[], None]:
+    import torch
 
     @functools.wraps(original)
-    def cleanup_dist_env_and_memory(*args, **kwargs):
-        try:
-            return original(*args, **kwargs)
-        except RuntimeError as e:
-            # Raised by torch.accelerator.empty_cache() after the distributed
-            # state was already torn down; there is no accelerator cache to free.
-            if "accelerator" not in str(e):
-                raise
-            logger.debug("ignored accelerator cleanup on the CPU backend: %s", e)
+    def call() -> None:
+        # torch raises "Cannot access accelerator device when none is available";
+        # with no accelerator there is no cache to free.
+        if torch.accelerator.current_accelerator() is not None:
+            original()
 
-    cleanup_dist_env_and_memory.__template_patched__ = True  # type: ignore[attr-defined]
-    engine_core.cleanup_dist_env_and_memory = cleanup_dist_env_and_memory
+    call.__template_patched__ = True  # type: ignore[attr-defined]
+    return call
 
 
 # vLLM modules that bind ``get_accelerator_view_from_cpu_tensor`` by name at import.
@@ -306,24 +309,30 @@ PATCHES: tuple[Patch, ...] = (
         caller="devices/cpu/vllm_cpu_build.py::load_cpu_kernels",
     ),
     Patch(
-        name="engine_core_accelerator_cleanup",
+        name="accelerator_cache_without_accelerator",
         why=(
             "vllm/distributed/parallel_state.py::cleanup_dist_env_and_memory calls "
-            "torch.accelerator.empty_cache() whenever not current_platform.is_cpu(); an "
-            "out-of-tree platform backed by the CPU is not is_cpu(), so the EngineCore "
-            "process prints 'RuntimeError: Cannot access accelerator device when none is "
-            "available' at every shutdown. vLLM's CPU worker modules (v1/worker/cpu/shm.py) "
-            "make torch.accelerator.empty_cache a no-op only in the worker process."
+            "torch.accelerator.empty_cache() and empty_host_cache() whenever not "
+            "current_platform.is_cpu(); an out-of-tree platform backed by the CPU is not "
+            "is_cpu(), and torch raises 'RuntimeError: Cannot access accelerator device when "
+            "none is available' there. Every caller failed: the EngineCore process at each "
+            "shutdown, and user code and vLLM's own test harness (tests/conftest.py runs it "
+            "after every test), which import the function by name. Patched, both calls do "
+            "nothing when torch has no accelerator (as empty_cache already does when the "
+            "allocator is not initialised). The CPU platform applies it when vLLM makes it "
+            "the current platform, since a process may never load the general plugins. (vLLM's "
+            "CPU worker modules, v1/worker/cpu/shm.py, make torch.accelerator.empty_cache a "
+            "no-op only in the worker process.)"
         ),
         upstream=(
             "vLLM 0.32.0 has no platform hook for the cleanup (e.g. Platform.empty_cache); "
-            "the call site is in v1/engine/core.py::EngineCore.shutdown"
+            "the call site is parallel_state.py::cleanup_dist_env_and_memory"
         ),
         remove_when=(
             "vLLM asks the platform (not is_cpu()) whether an accelerator cache exists, "
             "or torch.accelerator.empty_cache() becomes a no-op without an accelerator"
         ),
-        apply=_quiet_accelerator_cleanup,
+        apply=_accelerator_cache_without_accelerator,
         devices=("cpu",),
     ),
     Patch(
@@ -463,6 +472,13 @@ PATCHES: tuple[Patch, ...] = (
         caller="devices/cpu/worker.py::TemplateCPUWorker.init_device",
     ),
 )
+
+
+def apply_patch(name: str) -> None:
+    """Apply one process patch of the registry by name (idempotent)."""
+    patch = next(p for p in PATCHES if p.name == name)
+    assert patch.scope == "process" and patch.apply is not None, name
+    patch.apply()
 
 
 def apply_patches(device: str) -> list[str]:

@@ -66,11 +66,14 @@ PASS_MANAGER_QUALNAME = f"{PACKAGE}.compiler.pass_manager.TemplatePassManager"
 GRAPH_WRAPPER_QUALNAME = f"{PACKAGE}.graph_wrapper.wrapper.TemplateGraphWrapper"
 ATTENTION_BACKEND_NAME = "TEMPLATE_ATTN"
 ATTENTION_BACKEND_QUALNAME = f"{PACKAGE}.attention.backend.TemplateAttentionBackend"
-# The pass manager travels to the compiler under its own key, not Inductor's
-# "post_grad_custom_post_pass", so that the template compiler decides per stage
-# where it runs: fusion_only runs it itself (AOTAutograd's inner compile), graph
-# installs it as Inductor's post-grad pass (compiler/compiler.py).
-TEMPLATE_PASS_KEY = "template_pass_manager"
+# The pass manager travels to the compiler under vLLM's default pass_key, Inductor's
+# "post_grad_custom_post_pass" (INDUCTOR_POST_PASS_KEY), which every compiler understands:
+# the template compiler decides per stage where it runs (fusion_only: AOTAutograd's
+# inner compile, which bypasses Inductor's post-grad hook; graph: Inductor runs it), and
+# vLLM's own compilers, when a user names one, pass it to Inductor or ignore it. A key
+# of its own was rejected by Inductor ("torch._inductor.config.<key> does not exist")
+# whenever vLLM's compiler got the config.
+INDUCTOR_POST_PASS_KEY = "post_grad_custom_post_pass"
 # additional_config entry holding the compile-cache key (compiler/cache_key.py).
 COMPILE_KEY_CONFIG_KEY = "template_compile_key"
 

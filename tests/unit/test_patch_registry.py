@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from vllm_platform_template.patches import PATCHES
+from vllm_platform_template.settings import DEVICE_ENV
 
 PACKAGE = Path(__file__).resolve().parents[2] / "vllm_platform_template"
 # mock.patch / patch.object, MethodType rebinding, assignment to a vllm/torch module attribute
@@ -32,3 +36,19 @@ def test_every_entry_documents_itself() -> None:
         assert patch.why and patch.upstream and patch.remove_when, patch.name
         assert (patch.scope == "process") == (patch.apply is not None), patch.name
         assert patch.scope in ("process", "call") and (patch.scope == "process" or patch.caller)
+
+
+def test_cleanup_runs_where_the_template_cpu_platform_is_current() -> None:
+    """vLLM's cleanup_dist_env_and_memory, called as its test harness calls it after each
+    test (no engine built, so no general plugin loaded), finishes on the CPU platform."""
+    code = (
+        "from vllm.distributed import cleanup_dist_env_and_memory\n"
+        "from vllm.platforms import current_platform\n"
+        "assert not current_platform.is_cpu(), current_platform\n"
+        "cleanup_dist_env_and_memory()\n"
+    )
+    env = {**os.environ, DEVICE_ENV: "cpu"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

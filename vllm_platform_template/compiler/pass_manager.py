@@ -2,8 +2,9 @@
 
 vLLM hooks: ``Platform.get_pass_manager_cls`` names this class; vLLM builds it
 in ``VllmBackend``, calls ``configure(vllm_config)``, merges any user pass
-registered under the platform's ``pass_key`` with ``add``, and hands it to the
-compiler in ``compiler_config[pass_key]``. The template compiler runs it on
+registered under the platform's ``pass_key`` (vLLM's default,
+``post_grad_custom_post_pass``) with ``add``, and hands it to the compiler in
+``compiler_config[pass_key]``. The template compiler runs it on
 the post-AOTAutograd graph of every piece, in both stages.
 
 Order of a run (mirrors vLLM's ``PostGradPassManager`` so vLLM's own utility

@@ -8,10 +8,26 @@ enabled (``custom_ops`` contains ``all``, the template's default in eager mode)
 calls its ``forward_oot`` - which calls the device kernels.
 
 :func:`register_custom_ops` runs in every process from the general-plugin
-entry point (idempotent), before any model is built.
+entry point (idempotent), before any model is built. vLLM's registry holds one
+replacement per layer and asserts on a second: where another general plugin has
+already replaced a layer, its class is kept (with a warning) and the template
+registers the others, instead of aborting every vLLM process of the pair.
 """
 
 from __future__ import annotations
+
+import importlib
+
+from vllm_platform_template.log import get_logger
+
+logger = get_logger(__name__)
+
+# module of this package -> the vLLM layer it replaces (the registry's key: the class name)
+REPLACEMENTS = {
+    "activation": "SiluAndMul",
+    "layernorm": "RMSNorm",
+    "rotary_embedding": "RotaryEmbedding",
+}
 
 _registered = False
 
@@ -22,8 +38,15 @@ def register_custom_ops() -> None:
     if _registered:
         return
     _registered = True
-    from vllm_platform_template.custom_ops import (  # noqa: F401
-        activation,
-        layernorm,
-        rotary_embedding,
-    )
+    from vllm.model_executor.custom_op import op_registry_oot
+
+    for module, layer in REPLACEMENTS.items():
+        other = op_registry_oot.get(layer)
+        if other is not None and not other.__module__.startswith(__name__):
+            logger.warning(
+                "template platform: %s is already replaced by %s.%s (another plugin); "
+                "that class is kept and the template's %s is not registered",
+                layer, other.__module__, other.__qualname__, layer,
+            )  # fmt: skip
+            continue
+        importlib.import_module(f"{__name__}.{module}")

@@ -1,8 +1,9 @@
 """What every template platform adds on top of the vLLM platform it extends.
 
 vLLM hooks served here (``vllm/platforms/interface.py``): the compiler
-(``get_compile_backend``), the pass manager (``get_pass_manager_cls``,
-``pass_key``), the static-graph wrapper (``support_static_graph_mode``,
+(``get_compile_backend``), the pass manager (``get_pass_manager_cls``; it
+travels under vLLM's default ``pass_key``, ``settings.INDUCTOR_POST_PASS_KEY``),
+the static-graph wrapper (``support_static_graph_mode``,
 ``get_static_graph_wrapper_cls``), the graph split at attention
 (``opaque_attention_op``), the attention backend (``get_attn_backend_cls``),
 the IR kernels and their priorities (``import_ir_kernels``,
@@ -39,7 +40,6 @@ from vllm_platform_template.settings import (
     COMPILER_QUALNAME,
     GRAPH_WRAPPER_QUALNAME,
     PASS_MANAGER_QUALNAME,
-    TEMPLATE_PASS_KEY,
     TemplateOptions,
     parse_options,
 )
@@ -78,10 +78,6 @@ class TemplatePlatformMixin:
     @classmethod
     def get_pass_manager_cls(cls) -> str:
         return PASS_MANAGER_QUALNAME
-
-    @property
-    def pass_key(self) -> str:
-        return TEMPLATE_PASS_KEY
 
     @classmethod
     def support_static_graph_mode(cls) -> bool:

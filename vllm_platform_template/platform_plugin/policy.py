@@ -99,7 +99,7 @@ def resolve_compilation(
                 MODE_VLLM_COMPILE,
                 requested_backend,
                 f"compilation backend {requested_backend!r} was set explicitly: the template "
-                "compiler and its fusion passes are bypassed",
+                f"compiler is bypassed (vLLM compiles with its own {requested_backend!r} adaptor)",
             )
         return CompileDecision(MODE_VLLM_COMPILE, template_backend)
     if requested_mode in (MODE_STOCK_TORCH_COMPILE, MODE_DYNAMO_TRACE_ONCE):

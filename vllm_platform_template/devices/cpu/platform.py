@@ -15,6 +15,7 @@ from vllm.platforms.cpu import CpuPlatform
 from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.devices.cpu.device import DEVICE
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.patches import apply_patch
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
 from vllm_platform_template.settings import CPU_RAY_RESOURCE
 
@@ -44,6 +45,14 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
     # hosts with Ray"; the executor's assumptions about it: ray_workers.py).
     ray_device_key = CPU_RAY_RESOURCE
 
+    def __init__(self) -> None:
+        # vLLM instantiates the platform once, when it becomes this process's current
+        # platform; a process may never load the general plugins (vLLM's test harness
+        # calls cleanup_dist_env_and_memory without building an engine), so the cleanup
+        # patch is applied here (patches.py, accelerator_cache_without_accelerator).
+        super().__init__()
+        apply_patch("accelerator_cache_without_accelerator")
+
     @classmethod
     def import_kernels(cls) -> None:
         """vLLM's CPU kernels through the template's loader (``vllm_cpu_build``).
@@ -66,6 +75,21 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
                 "fall back to torch and vLLM paths that need torch.ops._C fail",
                 build.reason,
             )
+
+    @classmethod
+    def verify_quantization(cls, quant: str) -> None:
+        """Refuse every quantization method: none is wired for this platform.
+
+        ``CpuPlatform`` lists no methods (so inherited, every one would pass), but
+        vLLM picks its CPU quantized kernels by ``is_cpu()``, which an out-of-tree
+        platform is not; a quantized model would fail inside CUDA paths instead.
+        """
+        raise ValueError(
+            f"{quant} quantization is not supported on the template's CPU platform: vLLM "
+            "selects its CPU quantized kernels by is_cpu(), which an out-of-tree platform is "
+            "not (README, Known limits); use an unquantized model, or stock vLLM (unset "
+            "VLLM_TEMPLATE_DEVICE)"
+        )
 
     @classmethod
     def _apply_device_defaults(cls, vllm_config: VllmConfig) -> None:
