@@ -55,7 +55,7 @@ def test_concurrent_load_on_the_gpu(gpu_server: Server) -> None:
     # The engine holds device memory (its KV cache at least): the server runs on the GPU.
     # (No log line is a reliable mark of the platform: in the default graph stage the IR
     # ops stay native, for Inductor, and vLLM's "plugin is activated" line did not reach
-    # the server's log on the H100. With a pure-Python vLLM no other platform can run.)
+    # the server's log in a GPU run. With a pure-Python vLLM no other platform can run.)
     kv_cache = 256 << 20
     assert _gpu_used_bytes() - gpu_server.gpu_used_before >= kv_cache  # type: ignore[attr-defined]
     check_concurrent_load(gpu_server)
