@@ -189,7 +189,7 @@ def target_environment(python: str) -> dict[str, str]:
     """Marker environment of CPython ``python`` on Linux x86-64 (the GPU machine)."""
     from packaging.markers import default_environment
 
-    env = dict(default_environment())
+    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
     env.update(
         python_version=python,
         python_full_version=f"{python}.0",
@@ -420,17 +420,17 @@ def classify(
     reached: set[str] = set()
     kept: set[str] = set()
     left_out: dict[str, str] = {}
-    for req in wanted:
-        deps = closure(requirement_name(req))
+    for spec in wanted:
+        deps = closure(requirement_name(spec))
         stack = sorted(n for n in deps if n.startswith(MACHINE_STACK_PREFIXES))
         if stack:
-            left_out[req] = (
+            left_out[spec] = (
                 f"builds on torch/CUDA ({', '.join(stack)}): a compiled kernel or codec "
                 "library; the GPU platform loads none"
             )
             continue
         reached |= deps
-        kept |= closure(requirement_name(req), skip=frozenset(unused))
+        kept |= closure(requirement_name(spec), skip=frozenset(unused))
     dropped = {n: {"version": versions[n], "why": unused[n]} for n in sorted(reached & set(unused))}
     return {n for n in kept if n not in machine}, left_out, dropped
 
@@ -467,14 +467,14 @@ def resolve_missing(
         suspects = conflict_named(log)
         for project in backtracked(log):
             suspects.update(required_by(log, project) or [project])
-        dropped = False
+        removed_any = False
         for req in [r for r in wanted if requirement_name(r) in suspects]:
             alone, why = _dry_run([req], constraints, source, work)
             if alone is None:
                 wanted.remove(req)
                 left_out[req] = pip_reason(why)
-                dropped = True
-        if not dropped:
+                removed_any = True
+        if not removed_any:
             raise ResolutionError(resolution_failure(log, source))
     kept, unloaded, dropped = classify(installs, wanted, machine, source.python)
     left_out.update(unloaded)

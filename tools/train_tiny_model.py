@@ -211,7 +211,9 @@ def main() -> int:
         preset, bos_token_id=bos, eos_token_id=special_token_id(tokenizer, EOS_TOKEN)
     )
     # Plain (eager) attention: the same model, with deterministic backward kernels.
-    model = LlamaForCausalLM(LlamaConfig(**config, attn_implementation="eager")).float().to(device)
+    # (transformers' typed LlamaConfig does not list the kwarg PretrainedConfig takes.)
+    llama_config = LlamaConfig(**config, attn_implementation="eager")  # type: ignore[call-arg]
+    model = LlamaForCausalLM(llama_config).float().to(device)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
