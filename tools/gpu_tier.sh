@@ -104,8 +104,8 @@ run_stage() {
         ;;
     serve)
         # The server under load, then the generated plugin's (vllm-template new) parity run
-        # on this device.
-        # One after the other: the shutdown test measures the whole device's memory.
+        # on this device: one after the other, as the shutdown test measures the whole
+        # device's memory.
         python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 \
             tests/e2e/test_gpu_serving.py 2>&1 | tee -a "$out" || rc=1
         python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 \
