@@ -20,7 +20,7 @@ def test_shapes_that_fit_the_cache_are_marked(capsys) -> None:
     """The marking is a property of the shape (bytes moved vs the last-level cache),
     never of a timing: a share above the copy's on a shared machine can come from a
     copy measured low under load (CI saw 1.15x past the cache), so this checks the
-    rule, and the published table (docs/results/cpu_bench_ops.txt) the figures."""
+    rule; the figures are for a quiet machine to judge."""
     parser = argparse.ArgumentParser()
     bench_ops.add_arguments(parser)
     # One decode-sized shape (fits any cache) and one past a 32 MiB cache, one dtype.
