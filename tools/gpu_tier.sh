@@ -73,13 +73,17 @@ print(f"torch {torch.__version__}, Triton {v('triton')}, vLLM {v('vllm')}, "
 EOF
 }
 
+tier_pytest() {  # the tier's pytest: verbose (a call cut off still names each test), timings
+    python -m pytest -v -rA -p no:cacheprovider --durations 15 "$@"
+}
+
 pytest_stage() {  # pytest_stage NAME WORKERS ARGS...
     local name=$1 workers=$2
     shift 2
     local xdist=()
     # --dist load: test by test (loadfile would give all of test_triton_kernels.py to one worker)
     [ "$workers" -gt 1 ] && xdist=(-n "$workers" --dist load)
-    python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 300 "${xdist[@]}" "$@"
+    tier_pytest --timeout 300 "${xdist[@]}" "$@"
 }
 
 run_stage() {
@@ -99,16 +103,16 @@ run_stage() {
         ;;
     engine)
         # One engine per test, each with a 1 GiB KV cache: several fit the GPU at once.
-        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 -n "${GPU_TIER_ENGINES:-8}" \
+        tier_pytest --timeout 420 -n "${GPU_TIER_ENGINES:-8}" \
             --dist loadgroup -m gpu tests/e2e/test_gpu_engine.py 2>&1 | tee -a "$out" || rc=1
         ;;
     serve)
         # The server under load, then the generated plugin's (vllm-template new) parity run
         # on this device: one after the other, as the shutdown test measures the whole
         # device's memory.
-        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 \
+        tier_pytest --timeout 420 \
             tests/e2e/test_gpu_serving.py 2>&1 | tee -a "$out" || rc=1
-        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 \
+        tier_pytest --timeout 420 \
             -m gpu tests/e2e/test_scaffold.py 2>&1 | tee -a "$out" || rc=1
         ;;
     bench)
@@ -125,7 +129,7 @@ run_stage() {
             2>&1 | tee -a "$out" || rc=1
         ;;
     multi)
-        python -m pytest -v -rA -p no:cacheprovider --durations 15 --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \
+        tier_pytest --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \
             2>&1 | tee -a "$out" || rc=1
         ;;
     esac
