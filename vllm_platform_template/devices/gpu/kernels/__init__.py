@@ -7,6 +7,8 @@ One module per kernel family, each importing only torch and triton (never vLLM):
 - ``rotary``: in-place rotary embedding, optionally fused with the KV-cache write.
 - ``paged_attention``: ``reshape_and_cache_`` and causal paged attention over the
   plugin's KV-cache layout (mixed prefill/decode, grouped-query heads).
+- ``library``: the IR ops' kernels as torch operators (``template_triton::*``, with
+  fake implementations), so vLLM's IR lowering can trace them into compiled pieces.
 
 The public functions check their inputs on the host and raise ``ValueError``
 saying what to change; kernels only ever touch memory inside the tensors they
