@@ -266,6 +266,15 @@ def print_human(report: dict[str, Any]) -> None:
                 f"{g['backend']}: sizes {captured} captured, {sum(g['replays'].values())} replays",
             )
         )
+    full = report.get("graphs", {}).get("full", {})
+    if full.get("captures"):
+        rows.append(
+            (
+                "full graphs",
+                f"sizes {','.join(full['captures'])} captured, "
+                f"{sum(full['replays'].values())} steps replayed whole",
+            )
+        )
     if report.get("held_out"):
         h = report["held_out"]
         n = len(h["token_logprobs"])
