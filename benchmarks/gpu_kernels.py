@@ -344,7 +344,13 @@ LAYER_CALLS = 2000
 def _template_attn_layer(query, key, value, kv_cache, seq_lens, block_table, qsl, slots):
     """One ``TEMPLATE_ATTN`` layer call as vLLM makes it eagerly (needs vLLM importable):
     ``do_kv_cache_update`` then ``forward`` on the builder's metadata."""
+    import os
     from types import SimpleNamespace
+
+    from vllm_platform_template.devices.gpu.identity import IDENTITY
+
+    # vLLM resolves its platform on import: the template's (stock CUDA needs compiled vLLM).
+    os.environ.setdefault("VLLM_TEMPLATE_DEVICE", IDENTITY.device_type)
 
     from vllm.v1.attention.backend import CommonAttentionMetadata
     from vllm.v1.kv_cache_interface import FullAttentionSpec
@@ -423,7 +429,23 @@ def bench_layer_host(quick: bool) -> list[dict]:
         pa.write_kv_unchecked(key, value, key_cache, value_cache, slots)
         planned()
 
-    variants: dict[str, Callable[[], None]] = {"public, checked": checked, "planned": unchecked}
+    def write_jit() -> None:  # Triton binds and specializes every call
+        ks, kcs = key.stride(), key_cache.stride()
+        pa._reshape_and_cache_kernel[(1, 1)](
+            key, ks[0], ks[1], value, ks[0], ks[1], key_cache, kcs[0], kcs[1], kcs[2],
+            value_cache, kcs[0], kcs[1], kcs[2], slots, block_size,
+            key_cache.shape[0] * block_size, num_kv_heads, head_size, BLOCK_H=8, BLOCK_D=128,
+        )  # fmt: skip
+
+    def write_planned() -> None:
+        pa.write_kv_unchecked(key, value, key_cache, value_cache, slots)
+
+    variants: dict[str, Callable[[], None]] = {
+        "KV write, Triton JIT": write_jit,
+        "KV write, Launch": write_planned,
+        "public, checked": checked,
+        "planned": unchecked,
+    }
     try:
         variants["TEMPLATE_ATTN layer"] = _template_attn_layer(
             query, key, value, kv_cache, seq_lens, block_table, qsl, slots

@@ -7,8 +7,8 @@ host time per launch, paid by every layer of every eager or piecewise step.
 :class:`Launch` is one kernel at one grid with fixed compile-time constants,
 made once per batch shape by the attention planner. Its first call goes through
 Triton (compiling if needed) and keeps the compiled kernel under a key of the
-call's own specialization-relevant values (each pointer's alignment, each
-integer); later calls with the same key call the compiled launcher directly.
+call's own specialization-relevant values (each tensor's dtype and alignment,
+each scalar); later calls with the same key call the compiled launcher directly.
 A call whose key is new (another stride, an unaligned view) goes through
 Triton again, so the shortcut never runs a kernel compiled for other inputs.
 
@@ -81,7 +81,9 @@ class Launch:
         if self._interpreted:
             self.kernel[self.grid](*args, **self._constants, **self.options)
             return
-        key = tuple(a.data_ptr() & 15 if isinstance(a, torch.Tensor) else a for a in args)
+        key = tuple(
+            (a.dtype, a.data_ptr() & 15) if isinstance(a, torch.Tensor) else a for a in args
+        )
         compiled = self._compiled.get(key)
         if compiled is None:
             self._compiled[key] = self.kernel[self.grid](*args, **self._constants, **self.options)

@@ -239,7 +239,7 @@ def _find_request(qsl_ptr, q_block, num_reqs, BLOCK_Q: tl.constexpr):
     return lo - 1
 
 
-@triton.jit(do_not_specialize=["bt_cols", "num_blocks", "num_reqs"])
+@triton.jit(do_not_specialize=["bt_stride", "bt_cols", "num_blocks", "num_reqs"])
 def _paged_attention_kernel(
     q_ptr,
     q_tok_stride,
@@ -370,7 +370,7 @@ def _paged_attention_kernel(
     )
 
 
-@triton.jit(do_not_specialize=["bt_cols", "num_blocks", "num_splits"])
+@triton.jit(do_not_specialize=["bt_stride", "bt_cols", "num_blocks", "num_splits"])
 def _paged_decode_kernel(
     q_ptr,
     q_tok_stride,
