@@ -432,8 +432,8 @@ def bench_layer_host(quick: bool) -> list[dict]:
     def write_jit() -> None:  # Triton binds and specializes every call
         ks, kcs = key.stride(), key_cache.stride()
         pa._reshape_and_cache_kernel[(1, 1)](
-            key, ks[0], ks[1], value, ks[0], ks[1], key_cache, kcs[0], kcs[1], kcs[2],
-            value_cache, kcs[0], kcs[1], kcs[2], slots, block_size,
+            key, value, key_cache, value_cache, slots, ks[0], ks[1], ks[0], ks[1],
+            kcs[0], kcs[1], kcs[2], kcs[0], kcs[1], kcs[2], block_size,
             key_cache.shape[0] * block_size, num_kv_heads, head_size, BLOCK_H=8, BLOCK_D=128,
         )  # fmt: skip
 

@@ -5,12 +5,12 @@
 integer) and hashes it into a cache key on every call: tens of microseconds of
 host time per launch, paid by every layer of every eager or piecewise step.
 :class:`Launch` is one kernel at one grid with fixed compile-time constants,
-made once per batch shape by the attention planner. Its first call goes through
-Triton (compiling if needed) and keeps the compiled kernel under a key of the
-call's own specialization-relevant values (each tensor's dtype and alignment,
-each scalar); later calls with the same key call the compiled launcher directly.
-A call whose key is new (another stride, an unaligned view) goes through
-Triton again, so the shortcut never runs a kernel compiled for other inputs.
+made once per batch shape by the attention planner. Its first call with a tuple
+of scalars goes through Triton (compiling if needed) and keeps the compiled
+kernel under those scalars (Triton specializes on their values); later calls
+with the same scalars and 16-byte aligned tensors call the compiled launcher
+directly. New scalars, or any unaligned tensor, go through Triton again, so the
+shortcut never runs a kernel compiled for other inputs.
 
 Under Triton's interpreter (``TRITON_INTERPRET=1``, the CPU tests) every call
 goes through the interpreter. The compiled launcher's calling convention
@@ -25,6 +25,8 @@ vLLM hook served: none directly; the attention kernels of ``TEMPLATE_ATTN``
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any
 
 import torch
@@ -35,7 +37,13 @@ from vllm_platform_template.devices.gpu.kernels import is_interpreted
 
 
 class Launch:
-    """One Triton kernel at one grid with its compile-time constants bound."""
+    """One Triton kernel at one grid with its compile-time constants bound.
+
+    The kernel lists its tensor arguments first, then its scalars, then its
+    constexprs; a call passes the tensors and the scalars as two tuples. A
+    Launch serves one dtype per tensor argument (its plan's): the attention
+    planner makes one per layout.
+    """
 
     __slots__ = (
         "_compiled",
@@ -76,25 +84,27 @@ class Launch:
         self._constant_values = tuple(constants[name] for name in trailing)
         self._compiled: dict[tuple[Any, ...], Any] = {}
 
-    def __call__(self, *args: Any) -> None:
-        """Launch with the kernel's runtime arguments, in signature order."""
+    def __call__(self, tensors: tuple[torch.Tensor, ...], scalars: tuple[Any, ...]) -> None:
+        """Launch with the kernel's tensor arguments, then its scalars, in signature order.
+
+        The compiled launcher runs when every tensor is 16-byte aligned and the scalars
+        were seen before (the specialization Triton compiled for them); anything else
+        goes through Triton, which picks or compiles the kernel for it.
+        """
         if self._interpreted:
-            self.kernel[self.grid](*args, **self._constants, **self.options)
+            self.kernel[self.grid](*tensors, *scalars, **self._constants, **self.options)
             return
-        key = tuple(
-            (a.dtype, a.data_ptr() & 15) if isinstance(a, torch.Tensor) else a for a in args
-        )
-        compiled = self._compiled.get(key)
+        aligned = not (functools.reduce(operator.or_, map(_data_ptr, tensors)) & 15)
+        compiled = self._compiled.get(scalars) if aligned else None
         if compiled is None:
-            self._compiled[key] = self.kernel[self.grid](*args, **self._constants, **self.options)
+            kernel = self.kernel[self.grid](*tensors, *scalars, **self._constants, **self.options)
+            if aligned:
+                self._compiled[scalars] = kernel
             return
-        constants = self._constant_values
-        device = driver.active.get_current_device()
-        stream = driver.active.get_current_stream(device)
-        enter, exit_ = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
-        metadata = None
-        if enter is not None:
-            metadata = compiled.launch_metadata(self.grid, stream, *args, *constants)
+        stream = driver.active.get_current_stream(driver.active.get_current_device())
+        enter, exit_ = _hook(knobs.runtime.launch_enter_hook), _hook(knobs.runtime.launch_exit_hook)
+        args = (*tensors, *scalars, *self._constant_values)
+        metadata = compiled.launch_metadata(self.grid, stream, *args) if enter else None
         gx, gy, gz = self.grid
         compiled.run(
             gx,
@@ -107,5 +117,12 @@ class Launch:
             enter,
             exit_,
             *args,
-            *constants,
         )
+
+
+_data_ptr = torch.Tensor.data_ptr
+
+
+def _hook(hook: Any) -> Any:
+    """A launch hook, or None where there is none to call (Triton 3.6 keeps an empty chain)."""
+    return None if hook is None or getattr(hook, "calls", True) == [] else hook

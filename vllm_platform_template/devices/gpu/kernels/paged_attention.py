@@ -109,20 +109,20 @@ DECODE_NUM_STAGES = 2
 @triton.jit(do_not_specialize=["num_slots"])
 def _reshape_and_cache_kernel(
     k_ptr,
+    v_ptr,
+    kc_ptr,
+    vc_ptr,
+    slot_ptr,
     k_tok_stride,
     k_head_stride,
-    v_ptr,
     v_tok_stride,
     v_head_stride,
-    kc_ptr,
     kc_block_stride,
     kc_head_stride,
     kc_tok_stride,
-    vc_ptr,
     vc_block_stride,
     vc_head_stride,
     vc_tok_stride,
-    slot_ptr,
     block_size,
     num_slots,
     num_kv_heads,
@@ -242,25 +242,25 @@ def _find_request(qsl_ptr, q_block, num_reqs, BLOCK_Q: tl.constexpr):
 @triton.jit(do_not_specialize=["bt_stride", "bt_cols", "num_blocks", "num_reqs"])
 def _paged_attention_kernel(
     q_ptr,
+    kc_ptr,
+    vc_ptr,
+    out_ptr,
+    bt_ptr,
+    seq_lens_ptr,
+    qsl_ptr,
     q_tok_stride,
     q_head_stride,
-    kc_ptr,
     kc_block_stride,
     kc_head_stride,
     kc_tok_stride,
-    vc_ptr,
     vc_block_stride,
     vc_head_stride,
     vc_tok_stride,
-    out_ptr,
     out_tok_stride,
     out_head_stride,
-    bt_ptr,
     bt_stride,
     bt_cols,
     num_blocks,
-    seq_lens_ptr,
-    qsl_ptr,
     num_reqs,
     block_size,
     head_size,
@@ -373,28 +373,28 @@ def _paged_attention_kernel(
 @triton.jit(do_not_specialize=["bt_stride", "bt_cols", "num_blocks", "num_splits"])
 def _paged_decode_kernel(
     q_ptr,
-    q_tok_stride,
-    q_head_stride,
     kc_ptr,
-    kc_block_stride,
-    kc_head_stride,
-    kc_tok_stride,
     vc_ptr,
-    vc_block_stride,
-    vc_head_stride,
-    vc_tok_stride,
     out_ptr,
-    out_tok_stride,
-    out_head_stride,
     part_acc_ptr,
     part_m_ptr,
     part_l_ptr,
     bt_ptr,
+    seq_lens_ptr,
+    qsl_ptr,
+    q_tok_stride,
+    q_head_stride,
+    kc_block_stride,
+    kc_head_stride,
+    kc_tok_stride,
+    vc_block_stride,
+    vc_head_stride,
+    vc_tok_stride,
+    out_tok_stride,
+    out_head_stride,
     bt_stride,
     bt_cols,
     num_blocks,
-    seq_lens_ptr,
-    qsl_ptr,
     num_q_heads,
     num_splits,
     block_size,
@@ -516,9 +516,9 @@ def _paged_decode_combine_kernel(
     part_m_ptr,
     part_l_ptr,
     out_ptr,
+    qsl_ptr,
     out_tok_stride,
     out_head_stride,
-    qsl_ptr,
     num_q_heads,
     num_splits,
     head_size,
@@ -656,7 +656,10 @@ def _kv_write_launch(num_tokens: int, num_kv_heads: int, head_size: int) -> Laun
 
 
 @functools.lru_cache(maxsize=256)
-def _kv_write_launch_cached(num_tokens: int, num_kv_heads: int, head_size: int) -> Launch:
+def _kv_write_launch_cached(
+    num_tokens: int, num_kv_heads: int, head_size: int, dtype: torch.dtype
+) -> Launch:
+    """One launch per shape and dtype (a Launch serves one dtype per argument)."""
     return _kv_write_launch(num_tokens, num_kv_heads, head_size)
 
 
@@ -672,28 +675,26 @@ def write_kv_unchecked(
     num_kv_heads, head_size = key.shape[1], key.shape[2]
     if num_tokens == 0:
         return
-    launch = _kv_write_launch_cached(num_tokens, num_kv_heads, head_size)
+    launch = _kv_write_launch_cached(num_tokens, num_kv_heads, head_size, key.dtype)
     ks, vs, kcs, vcs = key.stride(), value.stride(), key_cache.stride(), value_cache.stride()
     launch(
-        key,
-        ks[0],
-        ks[1],
-        value,
-        vs[0],
-        vs[1],
-        key_cache,
-        kcs[0],
-        kcs[1],
-        kcs[2],
-        value_cache,
-        vcs[0],
-        vcs[1],
-        vcs[2],
-        slot_mapping,
-        key_cache.shape[2],
-        key_cache.shape[0] * key_cache.shape[2],
-        num_kv_heads,
-        head_size,
+        (key, value, key_cache, value_cache, slot_mapping),
+        (
+            ks[0],
+            ks[1],
+            vs[0],
+            vs[1],
+            kcs[0],
+            kcs[1],
+            kcs[2],
+            vcs[0],
+            vcs[1],
+            vcs[2],
+            key_cache.shape[2],
+            key_cache.shape[0] * key_cache.shape[2],
+            num_kv_heads,
+            head_size,
+        ),
     )
 
 
@@ -856,81 +857,48 @@ def attend_unchecked(
         return
     qs, os_, kcs, vcs = query.stride(), output.stride(), key_cache.stride(), value_cache.stride()
     qk_scale = float(scale) * LOG2E
-    if plan.decode:
-        part_acc, part_m, part_l = (
-            (output, output, output)
-            if plan.combine is None
-            else (plan.part_acc, plan.part_m, plan.part_l)
-        )
-        plan.attention(
-            query,
-            qs[0],
-            qs[1],
-            key_cache,
-            kcs[0],
-            kcs[1],
-            kcs[2],
-            value_cache,
-            vcs[0],
-            vcs[1],
-            vcs[2],
-            output,
-            os_[0],
-            os_[1],
-            part_acc,
-            part_m,
-            part_l,
-            block_table,
-            block_table.stride(0),
-            block_table.shape[1],
-            key_cache.shape[0],
-            seq_lens,
-            query_start_loc,
-            query.shape[1],
-            plan.num_splits,
-            key_cache.shape[2],
-            query.shape[2],
-            qk_scale,
-        )
-        if plan.combine is not None:
-            plan.combine(
-                part_acc,
-                part_m,
-                part_l,
-                output,
-                os_[0],
-                os_[1],
-                query_start_loc,
-                query.shape[1],
-                plan.num_splits,
-                query.shape[2],
-            )
-        return
-    plan.attention(
-        query,
+    layout = (
         qs[0],
         qs[1],
-        key_cache,
         kcs[0],
         kcs[1],
         kcs[2],
-        value_cache,
         vcs[0],
         vcs[1],
         vcs[2],
-        output,
         os_[0],
         os_[1],
-        block_table,
         block_table.stride(0),
         block_table.shape[1],
         key_cache.shape[0],
-        seq_lens,
-        query_start_loc,
-        plan.num_reqs,
-        key_cache.shape[2],
-        query.shape[2],
-        qk_scale,
+    )
+    if plan.decode:
+        if plan.combine is None:
+            parts: tuple[torch.Tensor, ...] = (output, output, output)  # unused (direct)
+        else:
+            assert plan.part_acc is not None and plan.part_m is not None
+            assert plan.part_l is not None
+            parts = (plan.part_acc, plan.part_m, plan.part_l)
+        plan.attention(
+            (query, key_cache, value_cache, output, *parts, block_table, seq_lens, query_start_loc),
+            (
+                *layout,
+                query.shape[1],
+                plan.num_splits,
+                key_cache.shape[2],
+                query.shape[2],
+                qk_scale,
+            ),
+        )
+        if plan.combine is not None:
+            plan.combine(
+                (*parts, output, query_start_loc),
+                (os_[0], os_[1], query.shape[1], plan.num_splits, query.shape[2]),
+            )
+        return
+    plan.attention(
+        (query, key_cache, value_cache, output, block_table, seq_lens, query_start_loc),
+        (*layout, plan.num_reqs, key_cache.shape[2], query.shape[2], qk_scale),
     )
 
 
