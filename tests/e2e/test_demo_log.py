@@ -107,3 +107,34 @@ def test_quiet_prints_only_the_text_and_the_report(tmp_path: Path) -> None:
     assert text == [line for line in readme if line.startswith(("Prompt: ", "Output: "))]
     assert _report_keys(lines) == _report_keys(readme)
     assert lines[: len(text) + len(text) // 2] == readme[: len(text) + len(text) // 2]
+
+
+def _logged_seconds(stderr: str, pattern: str) -> float:
+    (value,) = re.findall(pattern, stderr)
+    return float(value)
+
+
+def test_the_reports_figures_agree_with_vllms_log(engine_runs) -> None:
+    ours = engine_runs.run()
+    t, stderr = ours["timings"], ours["_stderr"]
+    compile_logged = _logged_seconds(stderr, r"torch\.compile took ([\d.]+) s in total")
+    init_engine_logged = _logged_seconds(
+        stderr, r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"
+    )
+    assert t["compile_s"] == pytest.approx(compile_logged, abs=0.01)
+    # The worker's span from model loaded to warmed up is the engine's "init engine" span,
+    # seen from the worker (RPC hops apart).
+    assert t["compile_s"] + t["warm_up_s"] == pytest.approx(init_engine_logged, abs=0.5)
+    parts = ("engine_start_s", "model_load_s", "compile_s", "warm_up_s")
+    assert sum(t[p] for p in parts) == pytest.approx(t["init_s"], abs=0.01)
+    assert all(t[p] > 0 for p in parts), t
+
+
+def test_the_report_says_why_no_graphs_and_which_ir_ops_llama_calls(engine_runs) -> None:
+    ours = engine_runs.run()
+    assert ours["cudagraph_mode"] == "NONE"
+    assert ours["graph_mode_reason"].startswith("the CPU default")
+    assert '"cudagraph_mode": "PIECEWISE"' in ours["graph_mode_reason"]
+    ir = ours["ir_ops"]
+    assert ir["gelu_and_mul_sparse"]["called_by"] == []  # Gemma 3n's activation, not Llama's
+    assert ir["rms_norm"]["called_by"] and ir["fused_add_rms_norm"]["called_by"]

@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for out in outputs
         ],
         "held_out": perplexity,
-        "graph_mode_reason": graph_mode_reason(report, engine_kwargs),
+        "graph_mode_reason": graph_mode_reason(report, engine_kwargs, stock=bool(args.stock)),
         "timings": {
             "init_s": round(init_s, 3),
             **init_split(init_s, startup),
@@ -296,12 +296,12 @@ def init_split(init_s: float, startup: dict[str, float]) -> dict[str, float]:
 GRAPHS_ON = """--engine-args '{"compilation_config": {"cudagraph_mode": "PIECEWISE"}}'"""
 
 
-def graph_mode_reason(report: dict[str, Any], engine_kwargs: dict[str, Any]) -> str:
+def graph_mode_reason(report: dict[str, Any], engine_kwargs: dict[str, Any], stock: bool) -> str:
     """Why the run used the graph mode it did."""
     from vllm_platform_template.device import device_for
 
     mode = report.get("cudagraph_mode")
-    if report.get("stock"):
+    if stock:
         return "stock vLLM's CPU platform captures no graphs" if mode == "NONE" else "stock vLLM"
     if engine_kwargs.get("enforce_eager"):
         return "--enforce-eager: no compilation, no graphs"
@@ -312,7 +312,7 @@ def graph_mode_reason(report: dict[str, Any], engine_kwargs: dict[str, Any]) -> 
     if device is None or device.default_graph_mode is None:
         return "vLLM's default"
     if device.default_graph_mode == "NONE" and device.name == "cpu":
-        return f"the CPU default: the graph emulation saves no time; on: {GRAPHS_ON}"
+        return f"the CPU default (its graph emulation saves no time); on: {GRAPHS_ON}"
     return f"the {device.name} default"
 
 
@@ -355,8 +355,9 @@ def print_human(report: dict[str, Any]) -> None:
     if warnings_row:
         rows.append(("log warnings", warnings_row))
     t = report["timings"]
-    rows.append(("init", f"{t['init_s']:.1f} s (vllm.LLM(...)), of which:"))
-    if "engine_start_s" in t:
+    split = "engine_start_s" in t
+    rows.append(("init", f"{t['init_s']:.1f} s (vllm.LLM(...)){', of which:' if split else ''}"))
+    if split:
         rows += [
             ("  engine start", f"{t['engine_start_s']:.1f} s  processes, imports, config"),
             ("  model load", f"{t['model_load_s']:.2f} s  the worker's load_model"),
@@ -396,7 +397,7 @@ def log_warnings_row(report: dict[str, Any]) -> str:
 
 def graphs_row(report: dict[str, Any]) -> str:
     """The graph mode that ran, why, and what was captured and replayed."""
-    row = f"{report['cudagraph_mode']}: {report['graph_mode_reason']}"
+    row = f"{report['cudagraph_mode']}, {report['graph_mode_reason']}"
     g = report.get("graphs") or {}
     if g.get("captures"):
         captured = ",".join(g["captures"])
