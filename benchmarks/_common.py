@@ -17,10 +17,14 @@ PROBE = Path(__file__).with_name("_engine_probe.py")
 class EngineProbe:
     """A live engine in a fresh process (own VLLM_CACHE_ROOT unless given: init is cold)."""
 
-    def __init__(self, spec: dict[str, Any], cache_root: str | None = None) -> None:
+    def __init__(
+        self, spec: dict[str, Any], cache_root: str | None = None, wait: bool = True
+    ) -> None:
         env = dict(os.environ)
         env.pop("VLLM_TEMPLATE_DEVICE", None)
-        env["VLLM_CACHE_ROOT"] = cache_root or tempfile.mkdtemp(prefix="vllm-bench-")
+        self.cache_root = cache_root or tempfile.mkdtemp(prefix="vllm-bench-")
+        env["VLLM_CACHE_ROOT"] = self.cache_root
+        env.update(spec.get("env", {}))
         self.spec = spec
         # stays open for the probe's lifetime; closed in close()
         self._log: IO[str] = tempfile.NamedTemporaryFile(  # noqa: SIM115
@@ -34,7 +38,13 @@ class EngineProbe:
             stderr=self._log,
             text=True,
         )
-        self.init = self._read()
+        self.init: dict[str, Any] = self._read() if wait else {}
+
+    def wait_init(self) -> dict[str, Any]:
+        """The init answer of a probe started with ``wait=False`` (engines start side by side)."""
+        if not self.init:
+            self.init = self._read()
+        return self.init
 
     def _read(self) -> dict[str, Any]:
         assert self._proc.stdout is not None

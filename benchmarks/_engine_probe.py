@@ -1,14 +1,23 @@
 """One engine, kept alive in its own process and measured on request by the benchmarks.
 
     python benchmarks/_engine_probe.py '{"variant": "template-graph", "size": "small"}'
+    python benchmarks/_engine_probe.py '{"variant": "gpu-template", "shape": "1.1b"}'
 
-Starts the engine and writes one JSON line to stdout (``init_s``), then reads
-one JSON command per line from stdin and answers each with one JSON line:
+``size`` names an embedded model (its weights); ``shape`` a benchmark shape of
+``bench_shapes.py`` (config and tokenizer only, vLLM's dummy weights made on the
+device). Starts the engine and writes one JSON line to stdout (``init_s``), then
+reads one JSON command per line from stdin and answers each with one JSON line:
 
 - ``{"op": "decode", "batch": B, "tokens": N, "seed": S}``: one request batch;
   time to first token and decode tokens/s (the first call per batch shape
   warms that shape and is not reported);
+- ``{"op": "step", "batch": B, "prompt": P, "short": S, "long": L, "seed": S}``:
+  decode step time in ms, ``(t(L tokens) - t(S tokens)) / (L - S)`` after a
+  P-token prompt, and the time to first token;
 - ``{"op": "prefill", "length": L, "seed": S}``: prefill tokens/s of one prompt;
+- ``{"op": "profile", "batch": B, "prompt": P, "steps": N}``: torch profiler over N
+  decode steps (the engine must run in this process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``);
+  per-step wall time, GPU kernel time and launches, the top kernels;
 - ``{"op": "quit"}``.
 
 Keeping engines alive lets the benchmark interleave variants request by
@@ -34,6 +43,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "template-graph-unsplit": {"device": "cpu", "compilation": {"splitting_ops": []}},
     "stock-eager": {"device": None, "enforce_eager": True},
     "template-eager": {"device": "cpu", "enforce_eager": True},
+    # On a CUDA GPU (benchmarks/gpu_e2e.py). Stock: vLLM's CudaPlatform with its compiled
+    # files staged (../shared/reference/gpu-measurements-2026-11.md), its Triton attention.
+    "gpu-stock": {
+        "device": None,
+        "env": {"VLLM_PLUGINS": "none", "VLLM_USE_FLASHINFER_SAMPLER": "0"},
+        "engine": {"attention_backend": "TRITON_ATTN"},
+    },
+    "gpu-template": {"device": "cuda"},  # the platform's default: FULL_AND_PIECEWISE
+    "gpu-template-piecewise": {"device": "cuda", "compilation": {"cudagraph_mode": "PIECEWISE"}},
+    "gpu-template-fused": {"device": "cuda", "template": {"model_impl": "fused"}},
 }
 
 
@@ -53,22 +72,36 @@ def main() -> None:
     from vllm_platform_template.embedded_model import PRESETS, ensure_model
 
     select_device(variant["device"])
+    os.environ.update(variant.get("env", {}))
     logs_to_stderr()
-    model_dir = ensure_model(spec["size"])
-    preset = PRESETS[spec["size"]]
+    kwargs: dict[str, Any] = {}
+    if "shape" in spec:
+        from bench_shapes import SHAPES, shape_model_dir
+
+        preset = SHAPES[spec["shape"]]
+        model_dir = shape_model_dir(spec["shape"])
+        kwargs["load_format"] = "dummy"
+        kwargs["skip_tokenizer_init"] = True  # token-id prompts; no tokenizer in the folder
+    else:
+        model_dir = ensure_model(spec["size"])
+        preset = PRESETS[spec["size"]]
     from vllm import LLM, SamplingParams
 
     from vllm_platform_template.cli.demo import checkpoint_dtype
 
-    kwargs: dict[str, Any] = {
+    kwargs |= {
         "model": str(model_dir),
         "dtype": spec.get("dtype") or checkpoint_dtype(model_dir, variant["device"] or "cpu"),
-        "max_model_len": preset.max_position_embeddings,
+        "max_model_len": spec.get("max_model_len", preset.max_position_embeddings),
         "kv_cache_memory_bytes": spec.get("kv_cache_mib", 1024) << 20,
         "enable_prefix_caching": False,
         "seed": 0,
         "enforce_eager": variant.get("enforce_eager", False),
+        **variant.get("engine", {}),
     }
+    for key in ("max_num_seqs", "gpu_memory_utilization", "max_num_batched_tokens"):
+        if key in spec:
+            kwargs[key] = spec[key]
     if "compilation" in variant:
         kwargs["compilation_config"] = variant["compilation"]
     if "template" in variant:
@@ -83,7 +116,12 @@ def main() -> None:
         answers.flush()
 
     def timed(prompts: list[list[int]], max_tokens: int) -> float:
-        params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+        params = SamplingParams(
+            temperature=0.0,
+            max_tokens=max_tokens,
+            ignore_eos=True,
+            detokenize="shape" not in spec,
+        )
         begin = time.perf_counter()
         llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         return time.perf_counter() - begin
@@ -106,6 +144,19 @@ def main() -> None:
             ttft = timed(prompts, 1)
             total = timed(prompts, tokens + 1)
             answer({"ttft_ms": 1000 * ttft, "decode_tok_s": batch * tokens / (total - ttft)})
+        elif op == "step":
+            batch, prompt = command["batch"], command.get("prompt", 128)
+            short, long = command.get("short", 16), command.get("long", 144)
+            prompts = _prompt_ids(batch, prompt, vocab, seed)
+            if ("step", batch) not in warmed:
+                timed(_prompt_ids(batch, prompt, vocab, 99), short)
+                warmed.add(("step", batch))
+            ttft = timed(prompts, 1)
+            t_short = timed(prompts, short)
+            t_long = timed(prompts, long)
+            answer({"ttft_ms": 1000 * ttft, "step_ms": 1000 * (t_long - t_short) / (long - short)})
+        elif op == "profile":
+            answer(_profile(llm, command, vocab, timed))
         elif op == "prefill":
             length = command["length"]
             if ("prefill", length) not in warmed:
@@ -114,6 +165,36 @@ def main() -> None:
             answer({"prefill_tok_s": length / timed(_prompt_ids(1, length, vocab, seed), 1)})
         else:
             answer({"error": f"unknown op {op!r}"})
+
+
+def _profile(llm: Any, command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
+    """torch profiler over ``steps`` decode steps of a batch (the engine in this process)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    batch, steps = command["batch"], command.get("steps", 16)
+    prompts = _prompt_ids(batch, command.get("prompt", 128), vocab, 7)
+    timed(prompts, steps + 1)  # warm this shape
+    prefill_s = timed(prompts, 1)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        total_s = timed(prompts, steps + 1)
+    torch.cuda.synchronize()
+    kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
+    gpu_us = sum(e.self_device_time_total for e in kernels)
+    launches = sum(e.count for e in kernels)
+    top = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:10]
+    return {
+        "batch": batch,
+        "steps": steps,
+        "step_ms": 1000 * (total_s - prefill_s) / steps,
+        # kernel time of the whole run (prefill + steps), per decode step
+        "gpu_ms_per_step": gpu_us / 1000 / (steps + 1),
+        "launches_per_step": launches / (steps + 1),
+        "top_kernels": [
+            {"name": e.key[:80], "ms_per_step": e.self_device_time_total / 1000 / (steps + 1)}
+            for e in top
+        ],
+    }
 
 
 if __name__ == "__main__":

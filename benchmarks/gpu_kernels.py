@@ -249,9 +249,34 @@ def _dense_kv(cache: torch.Tensor, block_table: torch.Tensor, context: int, grou
     return dense.repeat_interleave(group, dim=1).contiguous()
 
 
-def bench_decode(quick: bool, copy_tbps: float) -> list[dict]:
+def _planned_attention(
+    query, key_cache, value_cache, out, block_table, seq_lens, qsl, scale, q_len
+):
+    """The attention as TEMPLATE_ATTN launches it: a plan made once, unchecked launches."""
     from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
+    from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
 
+    num_reqs = seq_lens.shape[0]
+    layout = AttentionLayout(
+        query.shape[1], key_cache.shape[1], query.shape[2], query.dtype, key_cache.shape[2]
+    )
+    planner = pa.TritonAttentionPlanner(layout, num_reqs, query.device)
+    plan = planner.plan(num_reqs=num_reqs, num_tokens=query.shape[0], max_query_len=q_len)
+    return functools.partial(
+        pa.attend_unchecked,
+        query,
+        key_cache,
+        value_cache,
+        out,
+        block_table,
+        seq_lens,
+        qsl,
+        scale,
+        plan,
+    )
+
+
+def bench_decode(quick: bool, copy_tbps: float) -> list[dict]:
     num_heads, num_kv_heads, head_size, block_size = 32, 8, 128, 16
     dtype = torch.bfloat16
     scale = head_size**-0.5
@@ -265,9 +290,8 @@ def bench_decode(quick: bool, copy_tbps: float) -> list[dict]:
             qsl = torch.arange(batch + 1, device="cuda", dtype=torch.int32)
             query = torch.randn(batch, num_heads, head_size, device="cuda", dtype=dtype)
             out = torch.empty_like(query)
-            meta = (block_table, seq_lens, qsl, scale, 1, context)
-            run_triton = functools.partial(
-                pa.paged_attention, query, key_cache, value_cache, out, *meta
+            run_triton = _planned_attention(
+                query, key_cache, value_cache, out, block_table, seq_lens, qsl, scale, 1
             )
             # Dense baseline: K/V gathered to [batch, Hq, context, D] (GQA expanded), untimed.
             group = num_heads // num_kv_heads
@@ -311,6 +335,129 @@ def bench_decode(quick: bool, copy_tbps: float) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------
+# Host time of one attention layer call (KV write + attention)
+# ---------------------------------------------------------------------------
+
+LAYER_CALLS = 2000
+
+
+def _template_attn_layer(query, key, value, kv_cache, seq_lens, block_table, qsl, slots):
+    """One ``TEMPLATE_ATTN`` layer call as vLLM makes it eagerly (needs vLLM importable):
+    ``do_kv_cache_update`` then ``forward`` on the builder's metadata."""
+    from types import SimpleNamespace
+
+    from vllm.v1.attention.backend import CommonAttentionMetadata
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    from vllm_platform_template.attention.impl import TemplateAttentionImpl
+    from vllm_platform_template.attention.metadata import TemplateAttentionMetadataBuilder
+
+    num_heads, head_size = query.shape[1], query.shape[2]
+    num_kv_heads, block_size = kv_cache.shape[1], kv_cache.shape[2]
+    spec = FullAttentionSpec(
+        block_size=block_size, num_kv_heads=num_kv_heads, head_size=head_size, dtype=query.dtype
+    )
+    config = SimpleNamespace(
+        model_config=SimpleNamespace(get_num_attention_heads=lambda _: num_heads),
+        parallel_config=None,
+        additional_config={},
+        compilation_config=SimpleNamespace(static_forward_context={}),
+        scheduler_config=SimpleNamespace(max_num_seqs=seq_lens.shape[0]),
+    )
+    builder = TemplateAttentionMetadataBuilder(spec, ["layer"], config, query.device)
+    common = CommonAttentionMetadata(
+        query_start_loc=qsl,
+        query_start_loc_cpu=qsl.cpu(),
+        seq_lens=seq_lens,
+        num_reqs=seq_lens.shape[0],
+        num_actual_tokens=query.shape[0],
+        max_query_len=1,
+        max_seq_len=int(seq_lens.max()),
+        block_table_tensor=block_table,
+        slot_mapping=slots,
+    )
+    metadata = builder.build(0, common)
+    impl = TemplateAttentionImpl(num_heads, head_size, head_size**-0.5, num_kv_heads)
+    layer = torch.nn.Module()
+    output = torch.empty_like(query)
+
+    def call() -> None:
+        impl.do_kv_cache_update(layer, key, value, kv_cache, slots)
+        impl.forward(layer, query, key, value, kv_cache, metadata, output)
+
+    return call
+
+
+def bench_layer_host(quick: bool) -> list[dict]:
+    """Host time per attention layer call on the eager/piecewise path, decode at batch 1.
+
+    A batch-1 decode over 512 keys costs the GPU a few microseconds, so a loop of
+    calls is bound by the host: its wall time per call is the host time (the GPU
+    time per call, from a CUDA graph of the same calls, is printed beside it to
+    show the loop was host-bound). Three ways to make the call: the public
+    functions (checked every call), the planned unchecked launches, and
+    ``TEMPLATE_ATTN``'s layer (impl) as vLLM calls it, when vLLM is importable.
+    """
+    from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
+
+    num_heads, num_kv_heads, head_size, block_size, context = 32, 8, 128, 16, 512
+    kv_cache, key_cache, value_cache, block_table, seq_lens = _paged_inputs(
+        1, context, num_kv_heads, head_size, block_size
+    )
+    qsl = torch.arange(2, device="cuda", dtype=torch.int32)
+    query = torch.randn(1, num_heads, head_size, device="cuda", dtype=torch.bfloat16)
+    key = torch.randn(1, num_kv_heads, head_size, device="cuda", dtype=torch.bfloat16)
+    value = torch.randn_like(key)
+    slots = torch.tensor([context - 1], device="cuda", dtype=torch.int64)
+    out = torch.empty_like(query)
+    scale = head_size**-0.5
+    planned = _planned_attention(
+        query, key_cache, value_cache, out, block_table, seq_lens, qsl, scale, 1
+    )
+
+    def checked() -> None:
+        pa.reshape_and_cache_(key, value, key_cache, value_cache, slots)
+        pa.paged_attention(query, key_cache, value_cache, out, block_table, seq_lens, qsl, scale, 1)
+
+    def unchecked() -> None:
+        pa.write_kv_unchecked(key, value, key_cache, value_cache, slots)
+        planned()
+
+    variants: dict[str, Callable[[], None]] = {"public, checked": checked, "planned": unchecked}
+    try:
+        variants["TEMPLATE_ATTN layer"] = _template_attn_layer(
+            query, key, value, kv_cache, seq_lens, block_table, qsl, slots
+        )
+    except ImportError as exc:
+        print(f"(TEMPLATE_ATTN layer not measured: vLLM is not importable: {exc})")
+    calls = LAYER_CALLS // 4 if quick else LAYER_CALLS
+    rows = []
+    for name, call in variants.items():
+        for _ in range(20):
+            call()
+        torch.cuda.synchronize()
+        best = math.inf
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            best = min(best, (time.perf_counter() - start) / calls)
+            torch.cuda.synchronize()
+        gpu_ms = bench_graph_ms(call, quick)
+        rows.append(
+            {
+                "op": "attention_layer_call",
+                "path": name,
+                "batch": 1,
+                "context": context,
+                "host_us": best * 1e6,
+                "gpu_us": gpu_ms * 1e3 if gpu_ms is not None else None,
+            }
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------
 
@@ -321,8 +468,6 @@ def _fmt(v, spec: str = ".3f") -> str:
 
 def bench_prefill(quick: bool) -> list[dict]:
     """Causal prefill (no cached context) vs SDPA ``is_causal`` over dense expanded K/V."""
-    from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
-
     num_heads, num_kv_heads, head_size, block_size = 32, 8, 128, 16
     group, scale = num_heads // num_kv_heads, head_size**-0.5
     rows = []
@@ -335,9 +480,8 @@ def bench_prefill(quick: bool) -> list[dict]:
             batch * q_len, num_heads, head_size, device="cuda", dtype=torch.bfloat16
         )
         out = torch.empty_like(query)
-        meta = (block_table, seq_lens, qsl, scale, q_len, q_len)
-        run_triton = functools.partial(
-            pa.paged_attention, query, key_cache, value_cache, out, *meta
+        run_triton = _planned_attention(
+            query, key_cache, value_cache, out, block_table, seq_lens, qsl, scale, q_len
         )
         q_dense = query.view(batch, q_len, num_heads, head_size).transpose(1, 2)
         k_dense = _dense_kv(key_cache, block_table, q_len, group)
@@ -414,6 +558,12 @@ def print_table(results: dict) -> None:
             f"{r['sdpa_causal_expanded_ms']:>9.3f}{r['speedup_vs_sdpa']:>8.2f}"
             f"{r['triton_tflops']:>9.1f}{r['max_abs_err_vs_sdpa']:>9.1e}"
         )
+    print("\n(us per attention layer call, KV write + attention, batch-1 decode over 512 keys;")
+    print(" host: a loop of eager calls, GPU: the same calls replayed from a CUDA graph)")
+    header = f"{'layer call':<22}{'host us':>9}{'GPU us':>9}"
+    print(header + "\n" + "-" * len(header))
+    for r in results["layer_host"]:
+        print(f"{r['path']:<22}{r['host_us']:>9.1f}{_fmt(r['gpu_us'], '.1f'):>9}")
     print(f"\ntotal wall time: {results['wall_s']:.0f} s")
 
 
@@ -441,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         row_ops += bench_gated(name, compiler, copy["tbps"], args.quick)
     decode = bench_decode(args.quick, copy["tbps"])
     prefill = bench_prefill(args.quick)
+    layer_host = bench_layer_host(args.quick)
     results = {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -450,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         "row_ops": row_ops,
         "decode": decode,
         "prefill": prefill,
+        "layer_host": layer_host,
         "wall_s": time.perf_counter() - start,
     }
     print_table(results)

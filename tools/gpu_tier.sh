@@ -9,6 +9,8 @@
 #   serve     vllm-template serve under 64 concurrent requests, clean shutdown; the
 #             plugin `vllm-template new` generates, its parity run on this device
 #   bench     the GPU benchmarks (kernels, graphs)
+#   bench-e2e vLLM end to end, the template in each graph mode beside stock vLLM CUDA
+#             (benchmarks/gpu_e2e.py; stock runs when its compiled files are staged, below)
 #   multi     tensor and pipeline parallel on two GPUs (skips with fewer)
 #   upstream  vLLM's own tests/kernels/ir and compile tests on the GPU platform
 #             (tools/upstream_tests.py; needs vLLM's test plugins and its sdist, below)
@@ -26,10 +28,10 @@
 # verbose: a call cut off at its time limit still names every test that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: tools/gpu_tier.sh kernels|engine|serve|bench|multi|upstream|all [RESULTS_DIR]"
+usage="usage: tools/gpu_tier.sh kernels|engine|serve|bench|bench-e2e|multi|upstream|all [RESULTS_DIR]"
 stage="${1:?$usage}"
 case "$stage" in
-kernels | engine | serve | bench | multi | upstream | all) ;;
+kernels | engine | serve | bench | bench-e2e | multi | upstream | all) ;;
 *)
     echo "unknown stage: $stage; $usage" >&2
     exit 2
@@ -44,6 +46,19 @@ export PYTHONUNBUFFERED=1
 export TEMPLATE_TEST_FAILURES_AT_ONCE=1
 jobs="${GPU_TIER_JOBS:-$(nproc)}"
 
+# Stock vLLM CUDA's two compiled files (../shared/tools/stage_stock_vllm.sh writes them as
+# cstable.xz and fa3.xz; 63 MiB together, so they may come in two calls while the
+# machine stays warm): unpacked into the bundle's vLLM as each arrives.
+stock="${GPU_STOCK:-.gpu-carry/stock}"
+install_stock() {  # install_stock SITE
+    [ -f "$stock/cstable.xz" ] && xz -dc "$stock/cstable.xz" >"$1/vllm/_C_stable_libtorch.abi3.so"
+    if [ -f "$stock/fa3.xz" ]; then
+        mkdir -p "$1/vllm/vllm_flash_attn"
+        xz -dc "$stock/fa3.xz" >"$1/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
+    fi
+    return 0
+}
+
 if [ -n "${GPU_BUNDLE:-}" ]; then
     site="${GPU_SITE:-/tmp/gpu-site}"
     if [ ! -d "$site/vllm" ]; then
@@ -51,6 +66,7 @@ if [ -n "${GPU_BUNDLE:-}" ]; then
     fi
     python -m pip install -q --no-index --no-deps --no-build-isolation --target "$site" \
         --upgrade . >/dev/null
+    install_stock "$site"
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -118,6 +134,20 @@ run_stage() {
     bench)
         python benchmarks/gpu_kernels.py --json "$results/gpu_kernels.json" 2>&1 | tee -a "$out" || rc=1
         python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" 2>&1 | tee -a "$out" || rc=1
+        ;;
+    bench-e2e)
+        # Stock runs beside the template when vLLM's compiled CUDA files are installed.
+        variants=gpu-template,gpu-template-piecewise,gpu-template-fused
+        vllm_dir=$(python -c "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])")
+        if [ -f "$vllm_dir/_C_stable_libtorch.abi3.so" ] &&
+            [ -f "$vllm_dir/vllm_flash_attn/_vllm_fa3_C.abi3.so" ]; then
+            variants="gpu-stock,$variants"
+        else
+            echo "stock vLLM CUDA not installed (no compiled files): template engines only" | tee -a "$out"
+        fi
+        python benchmarks/gpu_e2e.py --shape "${GPU_E2E_SHAPE:-1.1b}" --variants "$variants" \
+            --rounds "${GPU_E2E_ROUNDS:-3}" --warm-init ${GPU_E2E_PROFILE:+--profile} \
+            --json "$results/gpu_e2e.json" --chart "$results/gpu_e2e.png" 2>&1 | tee -a "$out" || rc=1
         ;;
     upstream)
         # vLLM's own tests/kernels/ir and compile tests with the GPU platform active (the

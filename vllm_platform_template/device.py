@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import torch
 
+from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
 
@@ -59,33 +60,53 @@ class KernelTable:
     """Whether ``rotary_embedding_`` can run in this process."""
 
 
+class AttentionPlanner(Protocol):
+    """Per-step state of one KV-cache group's attention, made by the metadata builder."""
+
+    def plan(
+        self,
+        *,
+        num_reqs: int,
+        num_tokens: int,
+        max_query_len: int,
+        seq_lens: torch.Tensor,
+        query_start_loc: torch.Tensor,
+    ) -> Any:
+        """What every layer of a step shares (handed to :meth:`AttentionKernels.attend`).
+
+        Kernels that graphs may hold (``AttentionKernels.full_graphs``) decide it from
+        the batch shape alone - the same object for the same shape, no allocation,
+        no copy to the host - so a captured graph and an eager step launch alike.
+        """
+        ...
+
+
 class AttentionKernels(Protocol):
     """The paged-attention kernels ``TEMPLATE_ATTN`` runs on a device.
 
-    Cache layout and slot contract: ``kernels/paged_attention`` (a cache written
-    by one implementation is read only by the same one).
+    Cache layout, slot contract and argument rules:
+    ``kernels/paged_attention/contract.py`` (a cache written by one
+    implementation is read only by the same one). :meth:`write_kv` and
+    :meth:`attend` launch without checking: ``TEMPLATE_ATTN``'s layers check
+    their caches and inputs once (``contract.check_layer_*``), and each module's
+    public kernel functions check every call for other users.
     """
 
     name: str
     """Reported as the attention path."""
     head_sizes: tuple[int, ...]
+    full_graphs: bool
+    """A FULL graph may hold a single-token decode step: the kernels read every
+    per-step value from device tensors and the planner allocates nothing."""
 
     def config_problem(self, dtype: torch.dtype, block_size: int, head_size: int) -> str | None:
         """Why these kernels cannot serve a layer in this process, or None."""
         ...
 
-    def prepare(
-        self,
-        *,
-        num_heads: int,
-        num_kv_heads: int,
-        head_size: int,
-        dtype: torch.dtype,
-        block_size: int,
-        seq_lens: torch.Tensor,
-        query_start_loc: torch.Tensor,
-    ) -> Any:
-        """Per-step state shared by every layer of a step (built once by the builder)."""
+    def planner(
+        self, layout: AttentionLayout, max_num_reqs: int, device: torch.device
+    ) -> AttentionPlanner:
+        """The planner of one KV-cache group (persistent scratch lives in it)."""
         ...
 
     def write_kv(
@@ -108,9 +129,7 @@ class AttentionKernels(Protocol):
         seq_lens: torch.Tensor,
         query_start_loc: torch.Tensor,
         scale: float,
-        max_query_len: int,
-        max_seq_len: int,
-        prepared: Any,
+        plan: Any,
     ) -> None: ...
 
 
@@ -172,8 +191,11 @@ class TemplateDevice:
     """``(max_num_seqs, decode_query_len) -> `` largest graph size (None: vLLM's)."""
     uses_graph_pool: bool = False
     """Its graphs allocate from the platform's global graph pool (``graph_pool_handle``)."""
-    piecewise_graphs_only: bool = True
-    """The device has no FULL graph path (vLLM's FULL wrapper is CUDA's)."""
+    full_graphs: bool = False
+    """Whole-step (FULL) graphs of decode batches run on the device: its graph API
+    records a whole model step (vLLM's Model Runner V2 captures them with
+    ``torch.<device>.graph``) and its attention kernels allow it
+    (``AttentionKernels.full_graphs``). False: piecewise graphs only."""
     pinned_device_view: Callable[[torch.Tensor], torch.Tensor] | None = None
     """A device view of pinned host memory (vLLM's UVA buffers), if the device has one."""
     kernel_test_device_type: str | None = None

@@ -11,8 +11,10 @@ start (vLLM checks that much is free), and runs at most 8 sequences (graph
 capture sizes 1-16, not vLLM's 512).
 
 - tiny fp32, greedy tokens equal transformers fp32 token for token: eager, both
-  compiler stages, compiled + the platform's default graphs, the fused model,
-  the CustomOp kernel road; a warm start calls the compiler zero times;
+  compiler stages, compiled + the platform's default graphs (FULL_AND_PIECEWISE:
+  decode steps replay FULL graphs, asserted from the runner's counts),
+  FULL_DECODE_ONLY, PIECEWISE, the fused model (FULL decode graphs without
+  torch.compile), the CustomOp kernel road; a warm start calls the compiler zero times;
   held-out perplexity equal to transformers fp32 on the CPU (the CPU backend's
   reference) within a relative 1e-4;
 - ``small`` in bf16: close to transformers bf16 on the GPU by vLLM's
@@ -117,16 +119,41 @@ def test_compiled_stages_without_graphs_match(engine_runs, hf_gpu_greedy, stage:
     assert_equals_transformers(ours, hf_gpu_greedy)
 
 
+JIT_DURING_INFERENCE = "JIT compilation during inference"
+
+
+def assert_decode_replayed_full_graphs(report: dict) -> None:
+    """From the runner: every decode step after the prefill replayed a FULL graph.
+
+    The demo's three prompts prefill in one mixed step, then decode MAX_TOKENS - 1
+    steps (a batch of 3, padded to the size-4 graph, while none has stopped); a
+    silent fallback to piecewise or eager decode fails here even when tokens match.
+    """
+    full = report["graphs"]["full"]
+    assert full["captures"], "no FULL graph was captured"
+    assert sum(full["replays"].values()) >= MAX_TOKENS - 1, full
+    assert JIT_DURING_INFERENCE not in report["_stderr"], "a Triton kernel compiled while serving"
+
+
 def test_default_graphs_capture_replay_and_match(engine_runs, hf_gpu_greedy) -> None:
-    """The platform's default: compiled, graph stage, its default CUDA-graph mode."""
+    """The platform's default: compiled, graph stage, FULL_AND_PIECEWISE (vLLM's default):
+    decode steps replay FULL graphs, the prefill runs the piecewise graphs."""
     ours = engine_runs.run(*gpu())
     assert ours["compilation_mode"] == "VLLM_COMPILE"
-    assert ours["cudagraph_mode"] != "NONE"
+    assert ours["cudagraph_mode"] == "FULL_AND_PIECEWISE"
     g = ours["graphs"]
     assert g["backend"] == DEVICE
-    assert sum(g["captures"].values()) > 0
-    assert sum(g["replays"].values()) >= MAX_TOKENS
+    assert sum(g["captures"].values()) > 0  # the piecewise graphs, for mixed batches
     assert not g["eager_fallbacks"]
+    assert_decode_replayed_full_graphs(ours)
+    assert_equals_transformers(ours, hf_gpu_greedy)
+
+
+def test_full_decode_only_matches(engine_runs, hf_gpu_greedy) -> None:
+    ours = engine_runs.run(*gpu(compilation_config={"cudagraph_mode": "FULL_DECODE_ONLY"}))
+    assert ours["cudagraph_mode"] == "FULL_DECODE_ONLY"
+    assert not ours["graphs"]["captures"]  # no piecewise graphs: the prefill runs eagerly
+    assert_decode_replayed_full_graphs(ours)
     assert_equals_transformers(ours, hf_gpu_greedy)
 
 
@@ -134,12 +161,18 @@ def test_piecewise_graphs_match(engine_runs, hf_gpu_greedy) -> None:
     ours = engine_runs.run(*gpu(compilation_config={"cudagraph_mode": "PIECEWISE"}))
     assert ours["cudagraph_mode"] == "PIECEWISE"
     assert sum(ours["graphs"]["captures"].values()) > 0
+    assert sum(ours["graphs"]["replays"].values()) >= MAX_TOKENS
+    assert not ours["graphs"]["full"]["captures"]
     assert_equals_transformers(ours, hf_gpu_greedy)
 
 
 def test_fused_model_matches(engine_runs, hf_gpu_greedy) -> None:
+    """The fused model (no torch.compile): vLLM's default mode becomes FULL_DECODE_ONLY."""
     ours = engine_runs.run(*gpu(additional_config={"template": {"model_impl": "fused"}}))
     assert ours["model_class"].endswith("TemplateFusedLlamaForCausalLM")
+    assert ours["compilation_mode"] == "NONE"
+    assert ours["cudagraph_mode"] == "FULL_DECODE_ONLY"
+    assert_decode_replayed_full_graphs(ours)
     assert_equals_transformers(ours, hf_gpu_greedy)
 
 

@@ -40,6 +40,7 @@ pytestmark = [
 from vllm_platform_template.devices.gpu.kernels import activation, layernorm, rotary  # noqa: E402
 from vllm_platform_template.devices.gpu.kernels import paged_attention as pa  # noqa: E402
 from vllm_platform_template.kernels import reference  # noqa: E402
+from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout  # noqa: E402
 from vllm_platform_template.kernels.reference import (  # noqa: E402
     native_fused_add_rms_norm,
     native_gelu_and_mul_sparse,
@@ -347,65 +348,167 @@ def test_paged_attention(kind, heads, block_size, dtype):
     output = torch.full_like(query, float("nan"))
     args = (batch["key_cache"], batch["value_cache"])
     meta = (batch["block_table"], batch["seq_lens"], batch["query_start_loc"])
-    pa.paged_attention(query, *args, output, *meta, head_size**-0.5, max(q_lens), max(seq_lens))
+    pa.paged_attention(query, *args, output, *meta, head_size**-0.5, max(q_lens))
     expected = ref_paged_attention(query, *args, *meta, head_size**-0.5)
     torch.testing.assert_close(output, expected, **ATTN_TOL[dtype])
     if max(q_lens) == 1:
         for splits in (1, 7):
             output.fill_(float("nan"))
             pa.paged_attention(
-                query, *args, output, *meta, head_size**-0.5, 1, max(seq_lens), decode_splits=splits
+                query, *args, output, *meta, head_size**-0.5, 1, decode_splits=splits
             )
             torch.testing.assert_close(output, expected, **ATTN_TOL[dtype])
 
 
-@pytest.mark.parametrize("capture_len", (5, 4000), ids=("captured_short", "captured_long"))
-def test_paged_decode_graph_replay_with_other_lengths(capture_len):
-    """A decode captured at one max_seq_len stays exact when replayed at others.
+NUM_LAYERS = 16
 
-    The split count is fixed at capture, but each split's key range is derived
-    in-kernel from the real seq_len, so graph replays need no re-capture.
-    """
-    lengths = tuple(1000 + 300 * i for i in range(8))
-    batch = _paged_batch((1,) * 8, lengths, 32, 8, 128, 16, torch.bfloat16)
-    query, meta_lens = batch["query"], batch["seq_lens"]
-    seq_lens = torch.full_like(meta_lens, min(capture_len, 1000))
-    output = torch.empty_like(query)
-    scale = 128**-0.5
 
-    def step():
-        pa.paged_attention(
-            query,
-            batch["key_cache"],
-            batch["value_cache"],
+def _layers_step(planner, plan, layers, batch, tokens):
+    """KV write + attention of every layer, as TEMPLATE_ATTN's impl runs them."""
+    for key_cache, value_cache, output in layers:
+        pa.write_kv_unchecked(
+            tokens["key"], tokens["value"], key_cache, value_cache, batch["slots"]
+        )
+        pa.attend_unchecked(
+            tokens["query"],
+            key_cache,
+            value_cache,
             output,
             batch["block_table"],
-            seq_lens,
+            batch["seq_lens"],
             batch["query_start_loc"],
-            scale,
-            1,
-            capture_len,
+            tokens["scale"],
+            plan,
         )
 
-    stream = torch_module().Stream()
-    stream.wait_stream(torch_module().current_stream())
-    with torch_module().stream(stream):
-        step()
-    torch_module().current_stream().wait_stream(stream)
-    graph = getattr(torch_module(), IDENTITY.graph_api)()
-    with torch_module().graph(graph):
-        step()
-    seq_lens.copy_(meta_lens)
-    output.fill_(float("nan"))
-    graph.replay()
+
+def _fill_decode_batch(batch, lengths, num_reqs_padded, block_size, seed):
+    """Write a padded decode batch into the persistent buffers, as vLLM's runner does:
+    real requests first, padding requests with no token (seq_len 0), padding slots -1."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    num_blocks = batch["num_blocks"]
+    batch["block_table"].zero_()
+    batch["slots"].fill_(-1)
+    batch["seq_lens"].zero_()
+    qsl = torch.full((num_reqs_padded + 1,), len(lengths), dtype=torch.int32)
+    qsl[: len(lengths) + 1] = torch.arange(len(lengths) + 1, dtype=torch.int32)
+    batch["query_start_loc"].copy_(qsl)
+    per_req = batch["block_table"].shape[1]
+    for r, length in enumerate(lengths):
+        blocks = torch.randperm(num_blocks, generator=gen)[
+            : (length + block_size - 1) // block_size
+        ]
+        batch["block_table"][r, : len(blocks)] = blocks.to(torch.int32).to(DEVICE)
+        assert len(blocks) <= per_req
+        batch["seq_lens"][r] = length
+        last = length - 1  # the new token's slot
+        batch["slots"][r] = int(blocks[last // block_size]) * block_size + last % block_size
+
+
+@pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float32), ids=_dtype_id)
+def test_captured_layers_replay_like_eager_and_the_reference(dtype):
+    """16 layers of KV write + attention captured once on a padded decode batch.
+
+    Then seq_lens, block tables and slots change in place (longer contexts too,
+    fewer real requests): the replay equals an eager run of the same plan bit for
+    bit, and the reference within tolerance; the padded request's output row and
+    the cache slots no request owns stay untouched.
+    """
+    hq, hkv, head_size, block_size, max_reqs = 32, 8, 128, 16, 8
+    layout = AttentionLayout(hq, hkv, head_size, dtype, block_size)
+    planner = pa.TritonAttentionPlanner(layout, max_reqs, torch.device(DEVICE, 0))
+    num_blocks, blocks_per_req = 2048, 256  # contexts up to 4096 keys
+    kv_caches = [
+        _randn(num_blocks, hkv, block_size, 2 * head_size, dtype=dtype, seed=i)
+        for i in range(NUM_LAYERS)
+    ]
+    outputs = [torch.zeros(4, hq, head_size, device=DEVICE, dtype=dtype) for _ in kv_caches]
+    layers = [(*split_kv_cache(c), o) for c, o in zip(kv_caches, outputs, strict=True)]
+    batch = {
+        "num_blocks": num_blocks,
+        "block_table": torch.zeros(4, blocks_per_req, dtype=torch.int32, device=DEVICE),
+        "seq_lens": torch.zeros(4, dtype=torch.int32, device=DEVICE),
+        "query_start_loc": torch.zeros(5, dtype=torch.int32, device=DEVICE),
+        "slots": torch.full((4,), -1, dtype=torch.int64, device=DEVICE),
+    }
+    tokens = {
+        "query": _randn(4, hq, head_size, dtype=dtype, seed=100),
+        "key": _randn(4, hkv, head_size, dtype=dtype, seed=101),
+        "value": _randn(4, hkv, head_size, dtype=dtype, seed=102),
+        "scale": head_size**-0.5,
+    }
+    plan = planner.plan(num_reqs=4, num_tokens=4, max_query_len=1)
+    assert plan.num_splits > 1  # the merge is in the graph too
+    _fill_decode_batch(batch, (5, 17, 3), 4, block_size, seed=0)
+    _layers_step(planner, plan, layers, batch, tokens)  # warm (compiles, outside capture)
+    module = torch_module()
+    stream = module.Stream()
+    stream.wait_stream(module.current_stream())
+    graph = getattr(module, IDENTITY.graph_api)()
+    with module.graph(graph, stream=stream):
+        _layers_step(planner, plan, layers, batch, tokens)
+    module.synchronize()
+    for seed, lengths in ((1, (4000, 700, 1)), (2, (33, 4096)), (3, (2049, 1, 300))):
+        _fill_decode_batch(batch, lengths, 4, block_size, seed)
+        before = [c.clone() for c in kv_caches]
+        for o in outputs:
+            o.fill_(float("nan"))
+        graph.replay()
+        module.synchronize()
+        replayed = [o.clone() for o in outputs]
+        written = [c.clone() for c in kv_caches]
+        for c, b in zip(kv_caches, before, strict=True):
+            c.copy_(b)
+        for o in outputs:
+            o.fill_(float("nan"))
+        _layers_step(planner, plan, layers, batch, tokens)
+        module.synchronize()
+        n = len(lengths)
+        for layer, (key_cache, value_cache, output) in enumerate(layers):
+            assert torch.equal(replayed[layer][:n], output[:n]), f"layer {layer}: replay != eager"
+            assert torch.isnan(replayed[layer][n:]).all(), "a padding row was written"
+            torch.testing.assert_close(written[layer], kv_caches[layer], rtol=0, atol=0)
+            expected = ref_paged_attention(
+                tokens["query"][:n],
+                key_cache,
+                value_cache,
+                batch["block_table"][:n],
+                batch["seq_lens"][:n],
+                batch["query_start_loc"][: n + 1],
+                tokens["scale"],
+            )
+            torch.testing.assert_close(replayed[layer][:n], expected, **ATTN_TOL[dtype])
+        changed = (written[0] != before[0]).flatten(1).any(1).nonzero().flatten().tolist()
+        owned = {
+            int(batch["block_table"][r, (length - 1) // block_size])
+            for r, length in enumerate(lengths)
+        }
+        assert set(changed) <= owned, "the KV write touched a block no request owns"
+
+
+def test_planned_launches_go_through_the_compiled_launcher():
+    """The second launch of a plan skips Triton's binding (``launch.Launch``) and matches."""
+    batch = _paged_batch((1, 1, 1), (900, 20, 3000), 32, 8, 128, 16, torch.bfloat16)
+    layout = AttentionLayout(32, 8, 128, torch.bfloat16, 16)
+    planner = pa.TritonAttentionPlanner(layout, 4, torch.device(DEVICE, 0))
+    plan = planner.plan(num_reqs=3, num_tokens=3, max_query_len=1)
+    args = (batch["key_cache"], batch["value_cache"])
+    meta = (batch["block_table"], batch["seq_lens"], batch["query_start_loc"], 128**-0.5)
+    first = torch.empty_like(batch["query"])
+    pa.attend_unchecked(batch["query"], *args, first, *meta, plan)
+    assert len(plan.attention._compiled) == 1  # compiled by Triton on the first launch
+    second = torch.empty_like(batch["query"])
+    pa.attend_unchecked(batch["query"], *args, second, *meta, plan)
+    assert len(plan.attention._compiled) == 1  # the same key: the compiled launcher ran
     torch_module().synchronize()
-    expected = ref_paged_attention(
-        query,
-        batch["key_cache"],
-        batch["value_cache"],
-        batch["block_table"],
-        meta_lens,
-        batch["query_start_loc"],
-        scale,
-    )
-    torch.testing.assert_close(output, expected, **ATTN_TOL[torch.bfloat16])
+    assert torch.equal(first, second)
+    expected = ref_paged_attention(batch["query"], *args, *meta)
+    torch.testing.assert_close(second, expected, **ATTN_TOL[torch.bfloat16])
+    # A view at an odd address is another specialization: Triton launches it itself.
+    odd = torch.empty(batch["query"].numel() + 1, device=DEVICE, dtype=torch.bfloat16)
+    odd_query = odd[1:].view_as(batch["query"]).copy_(batch["query"])
+    third = torch.empty_like(batch["query"])
+    pa.attend_unchecked(odd_query, *args, third, *meta, plan)
+    assert len(plan.attention._compiled) == 2
+    torch_module().synchronize()
+    torch.testing.assert_close(third, expected, **ATTN_TOL[torch.bfloat16])

@@ -169,6 +169,7 @@ def make_builder(attention: str, dtype: torch.dtype) -> TemplateAttentionMetadat
         parallel_config=None,
         additional_config={"template": {"attention": attention}},
         compilation_config=SimpleNamespace(static_forward_context={}),
+        scheduler_config=SimpleNamespace(max_num_seqs=4),
     )
     spec = FullAttentionSpec(
         block_size=BLOCK_SIZE, num_kv_heads=NUM_KV_HEADS, head_size=HEAD_SIZE, dtype=dtype
@@ -254,9 +255,9 @@ def test_builder_and_impl_cpu_kernel_path_matches_reference() -> None:
 @pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
 def test_builder_prepares_the_cpu_kernels_work_split_once_per_step() -> None:
     cm, _ = make_step()
-    prepared = make_builder("auto", torch.float32).build(0, cm).prepared
-    assert isinstance(prepared, torch.Tensor) and prepared.dtype == torch.int8
-    assert make_builder("reference", torch.float32).build(0, cm).prepared is None
+    plan = make_builder("auto", torch.float32).build(0, cm).plan
+    assert isinstance(plan, torch.Tensor) and plan.dtype == torch.int8
+    assert make_builder("reference", torch.float32).build(0, cm).plan is None
 
 
 @pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)

@@ -26,7 +26,7 @@ def test_unknown_stage_is_refused_before_anything_runs(tmp_path) -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without one")
-@pytest.mark.parametrize("stage", ["kernels", "upstream", "all"])
+@pytest.mark.parametrize("stage", ["kernels", "bench-e2e", "upstream", "all"])
 def test_a_machine_without_a_gpu_is_refused(stage: str, tmp_path) -> None:
     # A stage the script knows gets past the name check to the GPU check.
     proc = _run(stage, tmp_path=tmp_path)

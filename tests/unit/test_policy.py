@@ -98,11 +98,105 @@ def test_graph_defaults() -> None:
     assert gpu.max_capture_size(256, 1) is None
 
 
-def test_graphs_need_vllm_compile_and_no_eager() -> None:
-    assert policy.graphs_enabled(MODE_VLLM_COMPILE, False, True)
-    assert not policy.graphs_enabled(MODE_VLLM_COMPILE, True, True)
-    assert not policy.graphs_enabled(MODE_NONE, False, True)
-    assert not policy.graphs_enabled(MODE_VLLM_COMPILE, False, False)
+# (device, runner, compiled, requested) -> (mode, words of the reason). Devices: "gpu" has
+# whole-step graphs and attention kernels a graph may hold, "cpu" piecewise graphs only (its
+# emulation), "gpu-reference" the GPU with the plain-torch attention (host-side lengths).
+# Runners: "v2" Model Runner V2, "v1" the V1 runner. compiled: VLLM_COMPILE (the pieces exist;
+# False is the fused model or -O0).
+GRAPH_TABLE = [
+    ("gpu", "v2", True, "FULL_AND_PIECEWISE", "FULL_AND_PIECEWISE", ()),
+    ("gpu", "v2", True, "FULL_DECODE_ONLY", "FULL_DECODE_ONLY", ()),
+    ("gpu", "v2", True, "FULL", "FULL_AND_PIECEWISE", ("mixed batches run piecewise",)),
+    ("gpu", "v2", True, "PIECEWISE", "PIECEWISE", ()),
+    ("gpu", "v2", True, "NONE", "NONE", ()),
+    ("gpu", "v2", False, "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", ("nothing compiled",)),
+    ("gpu", "v2", False, "FULL_DECODE_ONLY", "FULL_DECODE_ONLY", ()),
+    ("gpu", "v2", False, "FULL", "FULL_DECODE_ONLY", ("mixed batches run eagerly",)),
+    ("gpu", "v2", False, "PIECEWISE", "NONE", ("nothing compiled",)),
+    ("gpu", "v1", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("weak_ref_tensor",)),
+    ("gpu", "v1", True, "FULL_DECODE_ONLY", "PIECEWISE", ("V1 model runner",)),
+    ("gpu", "v1", False, "FULL_DECODE_ONLY", "NONE", ("V1 model runner",)),
+    ("gpu-reference", "v2", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("on the host",)),
+    ("gpu-reference", "v2", False, "FULL_DECODE_ONLY", "NONE", ("on the host",)),
+    ("cpu", "v1", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("piecewise graphs only",)),
+    ("cpu", "v1", True, "PIECEWISE", "PIECEWISE", ()),
+    ("cpu", "v1", False, "FULL", "NONE", ("piecewise graphs only", "nothing compiled")),
+    ("cpu", "v1", False, "NONE", "NONE", ()),
+]
+
+
+@pytest.mark.parametrize(
+    ("device", "runner", "compiled", "requested", "mode", "why"),
+    GRAPH_TABLE,
+    ids=[f"{d}-{r}-{'compiled' if c else 'eager'}-{q}" for d, r, c, q, _, _ in GRAPH_TABLE],
+)
+def test_graph_mode_policy_table(
+    device: str, runner: str, compiled: bool, requested: str, mode: str, why: tuple[str, ...]
+) -> None:
+    decision = policy.resolve_graph_mode(
+        requested,
+        enforce_eager=False,
+        pieces=compiled,
+        device_full_graphs=device != "cpu",
+        attention_full_graphs=device != "gpu-reference",
+        runner_v2=runner == "v2",
+    )
+    assert decision.mode == mode
+    said = "; ".join(decision.why)
+    assert all(words in said for words in why), said
+    assert bool(decision.why) == bool(why), said  # a changed mode always says why, else silent
+
+
+def test_graph_mode_policy_every_request_and_eager() -> None:
+    for requested in policy.GRAPH_MODES:
+        for flags in range(16):
+            pieces, full, attention, v2 = (bool(flags >> i & 1) for i in range(4))
+            decision = policy.resolve_graph_mode(
+                requested,
+                enforce_eager=False,
+                pieces=pieces,
+                device_full_graphs=full,
+                attention_full_graphs=attention,
+                runner_v2=v2,
+            )
+            assert decision.mode in policy.GRAPH_MODES
+            if "FULL" in decision.mode:
+                assert full and attention and v2
+                assert decision.mode != "FULL"  # mixed batches never FULL
+            if "PIECEWISE" in decision.mode:
+                assert pieces
+        eager = policy.resolve_graph_mode(
+            requested,
+            enforce_eager=True,
+            pieces=True,
+            device_full_graphs=True,
+            attention_full_graphs=True,
+            runner_v2=True,
+        )
+        assert eager.mode == "NONE"
+    with pytest.raises(ValueError, match="unknown cudagraph_mode"):
+        policy.resolve_graph_mode(
+            "SOMETIMES",
+            enforce_eager=False,
+            pieces=True,
+            device_full_graphs=True,
+            attention_full_graphs=True,
+            runner_v2=True,
+        )
+
+
+def test_full_graph_devices_have_attention_kernels_graphs_may_hold() -> None:
+    """``TemplateDevice.full_graphs`` promises the device's attention kernels allow it."""
+    for device_type in DEVICE_PACKAGES:
+        device = device_for(device_type)
+        assert device is not None
+        if device.full_graphs:
+            assert device.attention is not None
+            from vllm_platform_template.devices.gpu.attention_kernels import (
+                TritonAttentionKernels,
+            )
+
+            assert device.name == "gpu" and TritonAttentionKernels.full_graphs
 
 
 def test_compile_sizes_must_be_capture_sizes() -> None:

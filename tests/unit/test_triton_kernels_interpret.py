@@ -180,7 +180,7 @@ def _paged_batch(q_lens, seq_lens, num_heads, num_kv_heads, head_size, block_siz
     }
 
 
-def _run_attention(batch, max_query_len, max_seq_len, decode_splits=None):
+def _run_attention(batch, max_query_len, decode_splits=None):
     from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
 
     query = batch["query"]
@@ -195,7 +195,6 @@ def _run_attention(batch, max_query_len, max_seq_len, decode_splits=None):
         batch["query_start_loc"],
         query.shape[-1] ** -0.5,
         max_query_len,
-        max_seq_len,
         decode_splits=decode_splits,
     )
     return output
@@ -591,7 +590,7 @@ ATTENTION_CASES = (
 def check_paged_attention_mixed_batch_fp32() -> None:
     for q_lens, seq_lens, hq, hkv, head_size, block_size in ATTENTION_CASES:
         batch = _paged_batch(q_lens, seq_lens, hq, hkv, head_size, block_size, torch.float32)
-        out = _run_attention(batch, max(q_lens), max(seq_lens))
+        out = _run_attention(batch, max(q_lens))
         torch.testing.assert_close(out, _ref_attention(batch))
 
 
@@ -603,17 +602,17 @@ def check_paged_attention_decode_splits() -> None:
         )
         expected = _ref_attention(batch)
         for splits in (None, 1, 3, 8):
-            out = _run_attention(batch, 1, max(seq_lens), decode_splits=splits)
+            out = _run_attention(batch, 1, decode_splits=splits)
             torch.testing.assert_close(out, expected)
 
 
 def check_paged_attention_fp16() -> None:
     for q_lens, seq_lens, hq, hkv, head_size, block_size in ATTENTION_CASES[:2]:
         batch = _paged_batch(q_lens, seq_lens, hq, hkv, head_size, block_size, torch.float16)
-        out = _run_attention(batch, max(q_lens), max(seq_lens))
+        out = _run_attention(batch, max(q_lens))
         torch.testing.assert_close(out, _ref_attention(batch), atol=5e-3, rtol=5e-3)
     batch = _paged_batch((1, 1), (50, 7), 8, 2, 64, 16, torch.float16)
-    out = _run_attention(batch, 1, 50, decode_splits=2)
+    out = _run_attention(batch, 1, decode_splits=2)
     torch.testing.assert_close(out, _ref_attention(batch), atol=5e-3, rtol=5e-3)
 
 
@@ -633,23 +632,161 @@ def check_paged_attention_leaves_padding_and_rejects_bad_inputs() -> None:
     output = torch.full_like(padded, 7.0)
     args = (batch["key_cache"], batch["value_cache"])
     meta = (batch["block_table"], batch["seq_lens"], batch["query_start_loc"], 0.25)
-    paged_attention(padded, *args, output, *meta, 2, 10)
+    paged_attention(padded, *args, output, *meta, 2)
     assert torch.all(output[3:] == 7.0)
     assert not torch.isnan(output[:3]).any()
     out = torch.empty_like(query)
     _expect_value_error(
-        lambda: paged_attention(query[:, :3], *args, out[:, :3], *meta, 2, 10), "multiple"
+        lambda: paged_attention(query[:, :3], *args, out[:, :3], *meta, 2), "multiple"
     )
-    _expect_value_error(
-        lambda: paged_attention(query.half(), *args, out.half(), *meta, 2, 10), "dtype"
-    )
-    _expect_value_error(
-        lambda: paged_attention(query, *args, out[:2], *meta, 2, 10), "output has shape"
-    )
-    bad_meta = (batch["block_table"].float(), *meta[1:])
-    _expect_value_error(lambda: paged_attention(query, *args, out, *bad_meta, 2, 10), "block_table")
+    _expect_value_error(lambda: paged_attention(query.half(), *args, out.half(), *meta, 2), "dtype")
+    # One contract for every path: output shaped like query, int32 index tensors.
+    _expect_value_error(lambda: paged_attention(query, *args, out[:2], *meta, 2), "output shape")
+    for i, name in enumerate(("block_table", "seq_lens", "query_start_loc")):
+        bad_meta = list(meta)
+        bad_meta[i] = meta[i].long()
+        _expect_value_error(
+            lambda bad=tuple(bad_meta): paged_attention(query, *args, out, *bad, 2), name
+        )
     empty = query[:0]
-    assert paged_attention(empty, *args, out, *meta, 0, 10) is out
+    assert paged_attention(empty, *args, out[:0], *meta, 0).shape[0] == 0
+
+
+def _planner(num_heads, num_kv_heads, head_size, block_size, max_num_reqs, **kwargs):
+    from vllm_platform_template.devices.gpu.kernels.paged_attention import TritonAttentionPlanner
+    from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
+
+    layout = AttentionLayout(num_heads, num_kv_heads, head_size, torch.float32, block_size)
+    return TritonAttentionPlanner(layout, max_num_reqs, torch.device("cpu"), **kwargs)
+
+
+def check_plan_depends_on_the_batch_shape_only() -> None:
+    """The same plan and scratch for a shape whatever the lengths; the split count from
+    (requests, KV heads, multiprocessors) alone."""
+    import inspect
+
+    from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
+
+    assert list(inspect.signature(pa.decode_num_splits).parameters) == [
+        "num_reqs",
+        "num_kv_heads",
+        "num_multiprocessors",
+    ]
+    planner = _planner(8, 1, 64, 16, max_num_reqs=8)
+    qsl = torch.arange(5, dtype=torch.int32)
+    short = planner.plan(
+        num_reqs=4,
+        num_tokens=4,
+        max_query_len=1,
+        seq_lens=torch.full((4,), 17),
+        query_start_loc=qsl,
+    )
+    long = planner.plan(
+        num_reqs=4,
+        num_tokens=4,
+        max_query_len=1,
+        seq_lens=torch.full((4,), 4096),
+        query_start_loc=qsl,
+    )
+    assert short is long
+    assert short.decode and short.num_splits == pa.decode_num_splits(4, 1, 4) > 1
+    assert short.part_acc.data_ptr() == planner.scratch.data_ptr()
+    other = planner.plan(num_reqs=1, num_tokens=1, max_query_len=1)
+    assert other.num_splits == pa.decode_num_splits(1, 1, 4) != short.num_splits
+    assert other.part_acc.data_ptr() == planner.scratch.data_ptr()
+    prefill = planner.plan(num_reqs=2, num_tokens=40, max_query_len=39)
+    assert not prefill.decode and prefill.combine is None
+    assert planner.plan(num_reqs=2, num_tokens=40, max_query_len=39) is prefill
+    _expect_value_error(
+        lambda: planner.plan(num_reqs=9, num_tokens=9, max_query_len=1), "at most 8 requests"
+    )
+
+
+def check_builder_build_allocates_nothing_and_never_reads_to_host() -> None:
+    """``build()`` with the Triton planner: no tensor made, no .item()/.cpu()/.tolist()."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadata
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    from vllm_platform_template.attention.metadata import TemplateAttentionMetadataBuilder
+    from vllm_platform_template.devices.gpu.attention_kernels import TritonAttentionKernels
+
+    # One KV head: four requests still split (the interpreter counts 4 multiprocessors).
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=64, dtype=torch.float32)
+    config = SimpleNamespace(
+        model_config=SimpleNamespace(get_num_attention_heads=lambda _: 8),
+        parallel_config=None,
+        additional_config={},
+        compilation_config=SimpleNamespace(static_forward_context={}),
+        scheduler_config=SimpleNamespace(max_num_seqs=8),
+    )
+    kernels = TritonAttentionKernels()
+    with mock.patch("vllm_platform_template.attention.metadata._kernels_for", return_value=kernels):
+        builder = TemplateAttentionMetadataBuilder(spec, ["l0"], config, torch.device("cpu"))
+        support = TemplateAttentionMetadataBuilder.get_cudagraph_support(config, spec)
+    assert support == AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
+    qsl = torch.tensor([0, 1, 2, 3, 3], dtype=torch.int32)
+    cm = CommonAttentionMetadata(
+        query_start_loc=qsl,
+        query_start_loc_cpu=qsl,
+        seq_lens=torch.tensor([17, 4096, 5, 0], dtype=torch.int32),
+        num_reqs=4,
+        num_actual_tokens=4,
+        max_query_len=1,
+        max_seq_len=4096,
+        block_table_tensor=torch.zeros(4, 256, dtype=torch.int32),
+        slot_mapping=torch.tensor([1, 2, 3, -1]),
+    )
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("build() made a tensor or read one to the host")
+
+    with (
+        mock.patch.object(torch, "empty", refuse),
+        mock.patch.object(torch, "zeros", refuse),
+        mock.patch.object(torch, "full", refuse),
+        mock.patch.object(torch, "tensor", refuse),
+        mock.patch.object(torch.Tensor, "item", refuse),
+        mock.patch.object(torch.Tensor, "cpu", refuse),
+        mock.patch.object(torch.Tensor, "tolist", refuse),
+    ):
+        first = builder.build(0, cm)
+        captured = builder.build_for_cudagraph_capture(cm)
+    assert first.plan is captured.plan and first.seq_lens is cm.seq_lens
+    assert first.plan.part_acc.data_ptr() == builder.planner.scratch.data_ptr()
+    cm.max_query_len = 3
+    with pytest.raises(RuntimeError, match="single-token decode"):
+        builder.build_for_cudagraph_capture(cm)
+
+
+def check_padded_decode_batch_equals_reference_and_leaves_padding() -> None:
+    """A decode batch padded as vLLM pads a FULL graph's batch (a request with no
+    tokens, a token past the last request): real rows equal the reference, the
+    padded row and the cache slot it would write stay untouched."""
+    from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
+
+    batch = _paged_batch((1, 1, 1), (300, 45, 700), 8, 1, 64, 16, torch.float32)
+    expected = _ref_attention(batch)
+    query = torch.cat([batch["query"], _randn(1, 8, 64, seed=3)])
+    qsl = torch.tensor([0, 1, 2, 3, 3], dtype=torch.int32)
+    seq_lens = torch.cat([batch["seq_lens"], torch.zeros(1, dtype=torch.int32)])
+    block_table = torch.cat([batch["block_table"], torch.zeros_like(batch["block_table"][:1])])
+    planner = _planner(8, 1, 64, 16, max_num_reqs=4)
+    plan = planner.plan(num_reqs=4, num_tokens=4, max_query_len=1)
+    assert plan.num_splits > 1  # the merge runs too
+    cache_before = batch["kv_cache"].clone()
+    key = _randn(4, 1, 64, seed=4)
+    pa.write_kv_unchecked(key, key, batch["key_cache"], batch["value_cache"], torch.full((4,), -1))
+    torch.testing.assert_close(batch["kv_cache"], cache_before, equal_nan=True, rtol=0, atol=0)
+    output = torch.full_like(query, 7.0)
+    pa.attend_unchecked(
+        query, batch["key_cache"], batch["value_cache"], output, block_table, seq_lens, qsl,
+        64**-0.5, plan,
+    )  # fmt: skip
+    torch.testing.assert_close(output[:3], expected)
+    assert torch.all(output[3] == 7.0)
 
 
 CHECKS: dict[str, Callable[[], None]] = {

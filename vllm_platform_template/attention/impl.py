@@ -8,15 +8,21 @@ builds one ``TemplateAttentionImpl``. Because the backend declares
 ``vllm::unified_attention_with_output`` op); both are graph-split points, so
 attention runs eagerly between compiled pieces.
 
-Each call runs the kernels ``paths`` resolves for the cache: the device's
+Each layer runs the kernels ``paths`` resolves for its cache: the device's
 attention kernels (``TemplateDevice.attention``: vLLM's CPU kernels, Triton on
 the GPU; loaded on first use, so CPU installs never import Triton) or the
-plain-torch reference. Features the kernels do not implement are rejected when
-the layer is built, naming the feature.
+plain-torch reference. What is fixed for a cache is decided once, the first
+time the layer sees it: the cache is checked against the attention contract
+(``kernels/paged_attention/contract.py``), its kernels resolved, its key and
+value views split off; the first inputs are checked once too. Every later call
+is two unchecked launches (KV write, attention) on the step's plan, which the
+metadata builder made once for all layers. Features the kernels do not
+implement are rejected when the layer is built, naming the feature.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,7 +32,7 @@ from vllm.v1.attention.backend import AttentionImpl, AttentionLayer, AttentionTy
 from vllm_platform_template.attention.metadata import TemplateAttentionMetadata
 from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.device import AttentionKernels
-from vllm_platform_template.kernels.paged_attention import reference
+from vllm_platform_template.kernels.paged_attention import contract, reference
 from vllm_platform_template.settings import ATTENTION_BACKEND_NAME as BACKEND_NAME
 from vllm_platform_template.settings import parse_options
 
@@ -56,6 +62,18 @@ def unsupported_features(
         if value is not None:
             problems.append("attention sinks" if name == "sinks" else f"argument {name!r}")
     return problems
+
+
+@dataclass
+class LayerCache:
+    """What is fixed for one layer's KV cache: its kernels and key/value views."""
+
+    kernels: AttentionKernels
+    key_cache: torch.Tensor
+    value_cache: torch.Tensor
+    layout: contract.AttentionLayout
+    writes_checked: bool = False
+    reads_checked: bool = False
 
 
 class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
@@ -105,15 +123,40 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
             vllm_config.additional_config if vllm_config is not None else None
         ).attention
 
+        self._caches: dict[tuple[int, int], LayerCache] = {}
+
+    def layer_cache(self, kv_cache: torch.Tensor) -> LayerCache:
+        """This layer's record for ``kv_cache``: checked, resolved and split once.
+
+        Keyed by the cache's address and block count: vLLM's profiling run and the
+        real run allocate different caches for the same layer.
+        """
+        key = (kv_cache.data_ptr(), kv_cache.shape[0])
+        cache = self._caches.get(key)
+        if cache is None:
+            layout = contract.AttentionLayout(
+                num_heads=self.num_heads,
+                num_kv_heads=self.num_kv_heads,
+                head_size=self.head_size,
+                dtype=kv_cache.dtype,
+                block_size=kv_cache.shape[2] if kv_cache.dim() == 4 else 0,
+            )
+            contract.check_layer_cache(BACKEND_NAME, kv_cache, layout)
+            key_cache, value_cache = reference.split_kv_cache(kv_cache)
+            # The builder resolves from the same inputs: the same kernels.
+            kernels = resolve_attention_kernels(
+                kv_cache.device.type,
+                self.requested_path,
+                layout.dtype,
+                layout.block_size,
+                layout.head_size,
+            )
+            cache = self._caches[key] = LayerCache(kernels, key_cache, value_cache, layout)
+        return cache
+
     def kernels_for(self, kv_cache: torch.Tensor) -> AttentionKernels:
         """The kernels for this cache: same inputs as the builder's, hence the same answer."""
-        return resolve_attention_kernels(
-            kv_cache.device.type,
-            self.requested_path,
-            kv_cache.dtype,
-            kv_cache.shape[2],
-            self.head_size,
-        )
+        return self.layer_cache(kv_cache).kernels
 
     def do_kv_cache_update(
         self,
@@ -124,8 +167,13 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
         slot_mapping: torch.Tensor,
     ) -> None:
         """Write this step's keys/values (``[T, Hkv, D]``) into the layer's paged cache."""
-        key_cache, value_cache = reference.split_kv_cache(kv_cache)
-        self.kernels_for(kv_cache).write_kv(key, value, key_cache, value_cache, slot_mapping)
+        cache = self.layer_cache(kv_cache)
+        if not cache.writes_checked:
+            contract.check_kv_write(
+                BACKEND_NAME, key, value, cache.key_cache, cache.value_cache, slot_mapping
+            )
+            cache.writes_checked = True
+        cache.kernels.write_kv(key, value, cache.key_cache, cache.value_cache, slot_mapping)
 
     def forward(
         self,
@@ -148,26 +196,27 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
             raise NotImplementedError(f"{BACKEND_NAME} does not support fused output quantization")
         if attn_metadata is None:
             return output
-        kernels = self.kernels_for(kv_cache)
-        if attn_metadata.path != kernels.name:
-            raise RuntimeError(
-                f"{BACKEND_NAME}: the metadata builder chose the {attn_metadata.path!r} kernels "
-                f"but this layer's cache needs {kernels.name!r}; builder and layer configs disagree"
-            )
-        n = attn_metadata.num_actual_tokens
-        key_cache, value_cache = reference.split_kv_cache(kv_cache)
+        cache = self.layer_cache(kv_cache)
         md = attn_metadata
-        kernels.attend(
-            query[:n],
-            key_cache,
-            value_cache,
-            output[:n],
+        if not cache.reads_checked:
+            if md.path != cache.kernels.name:
+                raise RuntimeError(
+                    f"{BACKEND_NAME}: the metadata builder chose the {md.path!r} kernels but "
+                    f"this layer's cache needs {cache.kernels.name!r}; builder and layer "
+                    "configs disagree"
+                )
+            contract.check_layer_inputs(BACKEND_NAME, query, key, value, output, cache.layout)
+            cache.reads_checked = True
+        n = md.num_actual_tokens
+        cache.kernels.attend(
+            query if n == query.shape[0] else query[:n],
+            cache.key_cache,
+            cache.value_cache,
+            output if n == output.shape[0] else output[:n],
             block_table=md.block_table,
             seq_lens=md.seq_lens,
             query_start_loc=md.query_start_loc,
             scale=self.scale,
-            max_query_len=md.max_query_len,
-            max_seq_len=md.max_seq_len,
-            prepared=md.prepared,
+            plan=md.plan,
         )
         return output

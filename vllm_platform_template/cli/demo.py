@@ -351,6 +351,15 @@ def print_human(report: dict[str, Any]) -> None:
             else (f"{c['pieces']} pieces compiled in {sum(c['seconds'].values()):.1f} s")
         )
         rows.append(("compile stage", f"{c['stage']}: {done}"))
+    full = report.get("graphs", {}).get("full", {})
+    if full.get("captures"):
+        rows.append(
+            (
+                "full graphs",
+                f"sizes {','.join(full['captures'])} captured, "
+                f"{sum(full['replays'].values())} steps replayed whole",
+            )
+        )
     if report.get("held_out"):
         h = report["held_out"]
         n = len(h["token_logprobs"])

@@ -1,4 +1,11 @@
-"""Capture and replay counts of the graph wrappers in this process (for reports and tests)."""
+"""Capture and replay counts of the graphs in this process (for reports and tests).
+
+``STATS``: the piecewise graphs of ``TemplateGraphWrapper``. ``FULL_STATS``: the
+whole-step (FULL) graphs vLLM's Model Runner V2 captures and replays itself
+(``CudaGraphManager``), counted by :func:`watch_full_graphs`, so a report says
+from the runner which steps replayed FULL graphs - equal tokens alone would hide
+a silent fallback to piecewise or eager steps.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +23,47 @@ class GraphStats:
 
 
 STATS = GraphStats()
+FULL_STATS = GraphStats()
+
+
+def watch_full_graphs(model_runner: Any) -> None:
+    """Count the FULL graphs ``model_runner``'s graph manager captured, and each replay.
+
+    Model Runner V2 keeps its FULL graphs in ``cudagraph_manager.graphs`` (keyed by
+    batch descriptors) and replays one per step through ``run_fullgraph``; this wraps
+    that method on the instance (one counter update per step). Call it after the
+    runner captured its graphs (``Worker.compile_or_warm_up_model``). A runner
+    without that manager (V1, CPU) has no FULL graphs: nothing to watch.
+    """
+    manager = getattr(model_runner, "cudagraph_manager", None)
+    if manager is None or not hasattr(manager, "graphs"):
+        return
+    FULL_STATS.backend = type(manager).__name__
+    FULL_STATS.captures.clear()
+    for desc in manager.graphs:
+        FULL_STATS.captures[desc.num_tokens] += 1
+    replay = manager.run_fullgraph
+    if getattr(replay, "__template_counted__", False):
+        return
+
+    def run_fullgraph(desc: Any) -> Any:
+        FULL_STATS.replays[desc.num_tokens] += 1
+        return replay(desc)
+
+    run_fullgraph.__template_counted__ = True  # type: ignore[attr-defined]
+    manager.run_fullgraph = run_fullgraph
+
+
+def _counts(counter: Counter[int]) -> dict[str, int]:
+    return {str(k): v for k, v in sorted(counter.items())}
 
 
 def snapshot() -> dict[str, Any]:
+    """Piecewise graph counts, and the FULL graphs' under ``"full"`` (by num_tokens)."""
     return {
         "backend": STATS.backend,
-        "captures": {str(k): v for k, v in sorted(STATS.captures.items())},
-        "replays": {str(k): v for k, v in sorted(STATS.replays.items())},
-        "eager_fallbacks": {str(k): v for k, v in sorted(STATS.eager_fallbacks.items())},
+        "captures": _counts(STATS.captures),
+        "replays": _counts(STATS.replays),
+        "eager_fallbacks": _counts(STATS.eager_fallbacks),
+        "full": {"captures": _counts(FULL_STATS.captures), "replays": _counts(FULL_STATS.replays)},
     }

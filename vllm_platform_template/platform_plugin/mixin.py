@@ -316,40 +316,43 @@ class TemplatePlatformMixin:
 
     @classmethod
     def _update_graphs(cls, vllm_config: VllmConfig, capture_sizes: list[int]) -> None:
-        """Keep PIECEWISE graphs with the sizes vLLM derived (the base platform may clear them)."""
+        """The graph mode ``policy.resolve_graph_mode`` decides, with the sizes vLLM derived
+        (the base platform may have cleared them)."""
         from vllm.config import CUDAGraphMode
 
         cc = vllm_config.compilation_config
-        enforce_eager = (
-            vllm_config.model_config is not None and vllm_config.model_config.enforce_eager
+        device = cls.template_device
+        requested = cc.cudagraph_mode.name if cc.cudagraph_mode is not None else "NONE"
+        decision = policy.resolve_graph_mode(
+            requested,
+            enforce_eager=bool(
+                vllm_config.model_config is not None and vllm_config.model_config.enforce_eager
+            ),
+            pieces=int(cc.mode) == policy.MODE_VLLM_COMPILE,
+            device_full_graphs=device.full_graphs,
+            attention_full_graphs=cls.template_options(vllm_config).attention != "reference",
+            # Asked only where it matters (vLLM logs its choice of runner when asked).
+            runner_v2=device.full_graphs and bool(vllm_config.use_v2_model_runner),
         )
-        requested = cc.cudagraph_mode is not None and cc.cudagraph_mode.has_piecewise_cudagraphs()
-        if not (capture_sizes and policy.graphs_enabled(int(cc.mode), enforce_eager, requested)):
-            if not cls._piecewise_graphs_only() and not enforce_eager:
-                return  # the base platform's own full-graph decision stands
+        if decision.why:
+            logger.info(
+                "template platform: cudagraph_mode %s -> %s (%s)",
+                requested,
+                decision.mode,
+                "; ".join(decision.why),
+            )
+        if decision.mode == "NONE" or not capture_sizes:
             cc.cudagraph_mode = CUDAGraphMode.NONE
             cc.cudagraph_capture_sizes = []
             cc.max_cudagraph_capture_size = 0
             return
-        if cc.cudagraph_mode != CUDAGraphMode.PIECEWISE and cls._piecewise_graphs_only():
-            logger.info(
-                "template platform: cudagraph_mode %s -> PIECEWISE (the %s backend captures "
-                "piecewise graphs only)",
-                cc.cudagraph_mode.name,
-                cls.template_device.name,
-            )
-            cc.cudagraph_mode = CUDAGraphMode.PIECEWISE
+        cc.cudagraph_mode = CUDAGraphMode[decision.mode]
         cc.cudagraph_capture_sizes = sorted(set(capture_sizes))
         cc.max_cudagraph_capture_size = cc.cudagraph_capture_sizes[-1]
         compile_sizes = [s for s in cc.compile_sizes or [] if isinstance(s, int)]
         problems = policy.capture_size_problems(cc.cudagraph_capture_sizes, compile_sizes)
         if problems:
             raise ValueError("; ".join(problems))
-
-    @classmethod
-    def _piecewise_graphs_only(cls) -> bool:
-        """True when the device has no FULL graph path (vLLM's FULL wrapper is CUDA-only)."""
-        return cls.template_device.piecewise_graphs_only
 
     @classmethod
     def _key_compile_cache(cls, vllm_config: VllmConfig) -> None:

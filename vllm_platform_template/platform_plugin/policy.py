@@ -199,9 +199,101 @@ def unknown_providers(
     return problems
 
 
-def graphs_enabled(mode: int, enforce_eager: bool, requested_piecewise: bool) -> bool:
-    """Piecewise graphs need VLLM_COMPILE (the split pieces) and no enforce_eager."""
-    return mode == MODE_VLLM_COMPILE and not enforce_eager and requested_piecewise
+@dataclass(frozen=True)
+class GraphDecision:
+    """The ``cudagraph_mode`` the platform runs, and why it is not the one requested."""
+
+    mode: str
+    """A ``CUDAGraphMode`` name."""
+    why: tuple[str, ...] = ()
+
+
+# CUDAGraphMode names by (decode batches, mixed batches): vLLM's runtime modes per batch kind.
+_MODE_BY_PARTS = {
+    ("FULL", "PIECEWISE"): "FULL_AND_PIECEWISE",
+    ("FULL", "FULL"): "FULL",
+    ("FULL", "NONE"): "FULL_DECODE_ONLY",
+    ("PIECEWISE", "PIECEWISE"): "PIECEWISE",
+    ("PIECEWISE", "NONE"): "PIECEWISE",
+    ("NONE", "NONE"): "NONE",
+}
+_PARTS_BY_MODE = {
+    "NONE": ("NONE", "NONE"),
+    "PIECEWISE": ("PIECEWISE", "PIECEWISE"),
+    "FULL": ("FULL", "FULL"),
+    "FULL_DECODE_ONLY": ("FULL", "NONE"),
+    "FULL_AND_PIECEWISE": ("FULL", "PIECEWISE"),
+}
+GRAPH_MODES = tuple(_PARTS_BY_MODE)
+
+
+def resolve_graph_mode(
+    requested: str,
+    *,
+    enforce_eager: bool,
+    pieces: bool,
+    device_full_graphs: bool,
+    attention_full_graphs: bool,
+    runner_v2: bool,
+) -> GraphDecision:
+    """The graph mode a template platform runs for ``requested`` (after vLLM's defaults).
+
+    vLLM runs a decode batch and a mixed (prefill) batch each as a FULL graph, as
+    piecewise graphs between the attention ops, or eagerly. Here:
+
+    - FULL graphs of decode batches need a device whose graph API records a whole
+      step (``device_full_graphs``), attention kernels a graph may hold
+      (``attention_full_graphs``), and Model Runner V2 (``runner_v2``): V1 wraps
+      the model in vLLM's ``CUDAGraphWrapper``, which needs compiled vLLM
+      (``torch.ops._C.weak_ref_tensor``);
+    - mixed batches are never FULL graphs: ``TEMPLATE_ATTN``'s graphs hold
+      single-token decodes only (``UNIFORM_SINGLE_TOKEN_DECODE``);
+    - piecewise graphs need compiled pieces (``pieces``: VLLM_COMPILE);
+    - ``enforce_eager`` runs everything eagerly.
+
+    Whatever cannot run as requested falls back to piecewise graphs where there
+    are pieces, else to eager; each reason is in ``why``.
+    """
+    if requested not in _PARTS_BY_MODE:
+        raise ValueError(f"unknown cudagraph_mode {requested!r}; one of {GRAPH_MODES}")
+    if requested == "NONE":
+        return GraphDecision("NONE")
+    if enforce_eager:
+        return GraphDecision("NONE", ("enforce_eager is set",))
+    why: list[str] = []
+    fallback = "PIECEWISE" if pieces else "NONE"
+    nothing_compiled = "nothing compiled (the compilation mode is not VLLM_COMPILE)"
+    runs = "piecewise" if pieces else f"eagerly: {nothing_compiled} for piecewise graphs"
+    decode, mixed = _PARTS_BY_MODE[requested]
+    if decode == "FULL":
+        blocked = [
+            reason
+            for ok, reason in (
+                (device_full_graphs, "the device captures piecewise graphs only"),
+                (attention_full_graphs, "the attention kernels read per-step values on the host"),
+                (
+                    runner_v2,
+                    "the V1 model runner's FULL graph wrapper needs compiled vLLM "
+                    "(torch.ops._C.weak_ref_tensor)",
+                ),
+            )
+            if not ok
+        ]
+        if blocked:
+            decode = fallback
+            why.append(f"no FULL graphs ({'; '.join(blocked)}): decode batches run {runs}")
+    if mixed == "FULL":
+        mixed = fallback
+        why.append(
+            f"TEMPLATE_ATTN's FULL graphs hold single-token decodes only: mixed batches run {runs}"
+        )
+    if "PIECEWISE" in (decode, mixed) and not pieces:
+        decode = "NONE" if decode == "PIECEWISE" else decode
+        mixed = "NONE"
+        why.append(f"no piecewise graphs: {nothing_compiled}")
+    if decode == "NONE" and mixed == "PIECEWISE":
+        decode = "PIECEWISE"
+    return GraphDecision(_MODE_BY_PARTS[(decode, mixed)], tuple(why))
 
 
 def capture_size_problems(capture_sizes: Iterable[int], compile_sizes: Iterable[int]) -> list[str]:

@@ -29,7 +29,8 @@ import platform
 
 import torch
 
-from vllm_platform_template.kernels.paged_attention._validation import (
+from vllm_platform_template.kernels.paged_attention.contract import (
+    AttentionLayout,
     check_attention,
     check_kv_write,
 )
@@ -177,6 +178,17 @@ def reshape_and_cache_(
 ) -> None:
     """Write ``key``/``value`` ``[T, Hkv, D]`` at ``slot_mapping`` (int64, -1 = skip)."""
     check_kv_write("cpu.reshape_and_cache_", key, value, key_cache, value_cache, slot_mapping)
+    _cpu_write_kv(key, value, key_cache, value_cache, slot_mapping, isa)
+
+
+def _cpu_write_kv(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    isa: str,
+) -> None:
     n = slot_mapping.shape[0]
     torch.ops._C.cpu_attn_reshape_and_cache(
         key[:n], value[:n], key_cache, value_cache, slot_mapping, isa, 1.0, 1.0, KV_CACHE_DTYPE
@@ -207,6 +219,31 @@ def paged_attention(
         raise ValueError(f"{op}: output must be contiguous, got strides {tuple(output.stride())}")
     if query.stride(-1) != 1 or block_table.stride(-1) != 1:
         raise ValueError(f"{op}: query and block_table need a contiguous last dimension")
+    _cpu_attention(
+        query,
+        key_cache,
+        value_cache,
+        output,
+        block_table,
+        seq_lens,
+        query_start_loc,
+        scale,
+        scheduler_metadata,
+    )
+    return output
+
+
+def _cpu_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    output: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    scale: float,
+    scheduler_metadata: torch.Tensor,
+) -> None:
     torch.ops._C.cpu_attention_with_kv_cache(
         query,
         key_cache,
@@ -227,41 +264,59 @@ def paged_attention(
         1.0,  # v scale
         KV_CACHE_DTYPE,
     )
-    return output
+
+
+class CpuSchedulerPlanner:
+    """The CPU kernels' per-step work split, computed once per step for all layers."""
+
+    def __init__(self, layout: AttentionLayout) -> None:
+        self.layout = layout
+        self.isa = isa_for(layout.dtype, layout.block_size, layout.head_size)
+        # vLLM's VLLM_CPU_ATTN_SPLIT_KV (default on), read once per KV-cache group.
+        self.enable_kv_split = bool(int(os.environ.get("VLLM_CPU_ATTN_SPLIT_KV", "1")))
+
+    def plan(
+        self,
+        *,
+        num_reqs: int,
+        num_tokens: int,
+        max_query_len: int,
+        seq_lens: torch.Tensor,
+        query_start_loc: torch.Tensor,
+    ) -> torch.Tensor:
+        """The step's scheduler metadata (it depends on the lengths: computed per step)."""
+        layout = self.layout
+        return scheduler_metadata(
+            num_heads=layout.num_heads,
+            num_kv_heads=layout.num_kv_heads,
+            head_size=layout.head_size,
+            dtype=layout.dtype,
+            seq_lens=seq_lens,
+            query_start_loc=query_start_loc,
+            isa=self.isa,
+            enable_kv_split=self.enable_kv_split,
+        )
 
 
 class CpuAttentionKernels:
-    """vLLM's CPU attention kernels as the CPU device's ``AttentionKernels``."""
+    """vLLM's CPU attention kernels as the CPU device's ``AttentionKernels``.
+
+    No graph can hold them (``full_graphs`` False): the work split is computed on
+    the host from the step's lengths.
+    """
 
     name = "cpu_kernels"
     head_sizes: tuple[int, ...] = SUPPORTED_HEAD_SIZES
+    full_graphs = False
 
     def config_problem(self, dtype: torch.dtype, block_size: int, head_size: int) -> str | None:
         usable, reason = available()
         return config_problem(dtype, block_size, head_size) if usable else reason
 
-    def prepare(
-        self,
-        *,
-        num_heads: int,
-        num_kv_heads: int,
-        head_size: int,
-        dtype: torch.dtype,
-        block_size: int,
-        seq_lens: torch.Tensor,
-        query_start_loc: torch.Tensor,
-    ) -> torch.Tensor:
-        """The step's scheduler metadata (vLLM's ``VLLM_CPU_ATTN_SPLIT_KV``, default on)."""
-        return scheduler_metadata(
-            num_heads=num_heads,
-            num_kv_heads=num_kv_heads,
-            head_size=head_size,
-            dtype=dtype,
-            seq_lens=seq_lens,
-            query_start_loc=query_start_loc,
-            isa=isa_for(dtype, block_size, head_size),
-            enable_kv_split=bool(int(os.environ.get("VLLM_CPU_ATTN_SPLIT_KV", "1"))),
-        )
+    def planner(
+        self, layout: AttentionLayout, max_num_reqs: int, device: torch.device
+    ) -> CpuSchedulerPlanner:
+        return CpuSchedulerPlanner(layout)
 
     def write_kv(
         self,
@@ -272,7 +327,7 @@ class CpuAttentionKernels:
         slot_mapping: torch.Tensor,
     ) -> None:
         isa = isa_for(key_cache.dtype, key_cache.shape[2], key_cache.shape[3])
-        reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping, isa)
+        _cpu_write_kv(key, value, key_cache, value_cache, slot_mapping, isa)
 
     def attend(
         self,
@@ -285,11 +340,9 @@ class CpuAttentionKernels:
         seq_lens: torch.Tensor,
         query_start_loc: torch.Tensor,
         scale: float,
-        max_query_len: int,
-        max_seq_len: int,
-        prepared: torch.Tensor,
+        plan: torch.Tensor,
     ) -> None:
-        paged_attention(
+        _cpu_attention(
             query,
             key_cache,
             value_cache,
@@ -298,5 +351,5 @@ class CpuAttentionKernels:
             seq_lens,
             query_start_loc,
             scale,
-            prepared,
+            plan,
         )

@@ -3,18 +3,24 @@
 vLLM hook served: the attention kernels behind ``Platform.get_attn_backend_cls``
 (``TEMPLATE_ATTN``'s impl and metadata builder, ``attention/``, run them on the
 device); the kernels themselves are in ``kernels/paged_attention.py`` (plain
-cache layout, the reference's). docs/porting-guide.md, "9. Attention kernels".
+cache layout, the reference's). The builder keeps one
+``TritonAttentionPlanner`` per KV-cache group: a launch plan per batch shape,
+made once, and one persistent split scratch, so a FULL graph can hold a decode
+step (``full_graphs``). docs/porting-guide.md, "9. Attention kernels".
 Proven by ``tests/unit/test_triton_kernels_interpret.py`` (Triton's interpreter
 on the CPU) and, on the device, ``tests/gpu/test_triton_kernels.py``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from vllm_platform_template.devices.gpu.kernels import paged_attention, rotary
+from vllm_platform_template.devices.gpu.kernels.paged_attention import (
+    AttentionPlan,
+    TritonAttentionPlanner,
+)
+from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
 
 
 class TritonAttentionKernels:
@@ -22,12 +28,15 @@ class TritonAttentionKernels:
 
     name = "triton"
     head_sizes: tuple[int, ...] = ()  # any: the kernels tile the head dim to a power of two
+    full_graphs = True
 
     def config_problem(self, dtype: torch.dtype, block_size: int, head_size: int) -> str | None:
         return None
 
-    def prepare(self, **batch: Any) -> None:
-        return None  # the kernels read the batch tensors directly
+    def planner(
+        self, layout: AttentionLayout, max_num_reqs: int, device: torch.device
+    ) -> TritonAttentionPlanner:
+        return TritonAttentionPlanner(layout, max_num_reqs, device)
 
     def write_kv(
         self,
@@ -37,7 +46,7 @@ class TritonAttentionKernels:
         value_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
     ) -> None:
-        paged_attention.reshape_and_cache_(key, value, key_cache, value_cache, slot_mapping)
+        paged_attention.write_kv_unchecked(key, value, key_cache, value_cache, slot_mapping)
 
     def attend(
         self,
@@ -50,11 +59,9 @@ class TritonAttentionKernels:
         seq_lens: torch.Tensor,
         query_start_loc: torch.Tensor,
         scale: float,
-        max_query_len: int,
-        max_seq_len: int,
-        prepared: Any,
+        plan: AttentionPlan,
     ) -> None:
-        paged_attention.paged_attention(
+        paged_attention.attend_unchecked(
             query,
             key_cache,
             value_cache,
@@ -63,8 +70,7 @@ class TritonAttentionKernels:
             seq_lens,
             query_start_loc,
             scale,
-            max_query_len,
-            max_seq_len,
+            plan,
         )
 
     def rope_and_write_kv(

@@ -75,5 +75,8 @@ DEVICE = TemplateDevice(
     # stage they stay native.
     native_under_inductor=("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
     uses_graph_pool=True,
+    # torch.<device>.graph records whole steps, and the Triton attention kernels plan
+    # from the batch shape alone: decode batches run as FULL graphs.
+    full_graphs=True,
     pinned_device_view=pinned_device_view,
 )

@@ -20,6 +20,10 @@ model runner and its sampler (docs/porting-guide.md, sections 4 and 6).
   buffers read through device views (``views.py``): so it needs the identity's
   ``kernel_compiler`` to be Triton, which activation checks.
 
+- FULL graphs: after vLLM's warm-up and capture (``compile_or_warm_up_model``)
+  the worker counts the FULL graphs Model Runner V2 captured and replays
+  (``graph_wrapper.stats.watch_full_graphs``), for the report and the tests.
+
 Proven by ``tests/unit/test_gpu_platform.py`` (the worker and memory pool the
 platform names) and, on the device, ``tests/e2e/test_gpu_engine.py``.
 """
@@ -27,9 +31,11 @@ platform names) and, on the device, ``tests/e2e/test_gpu_engine.py``.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 from vllm.v1.worker.gpu_worker import Worker
 
+from vllm_platform_template.graph_wrapper.stats import watch_full_graphs
 from vllm_platform_template.platform_plugin.worker_reports import TemplateWorkerReports
 
 
@@ -38,3 +44,8 @@ class TemplateGPUWorker(TemplateWorkerReports, Worker):
 
     def _maybe_get_memory_pool_context(self, tag: str) -> AbstractContextManager:
         return nullcontext()
+
+    def compile_or_warm_up_model(self) -> Any:
+        times = super().compile_or_warm_up_model()
+        watch_full_graphs(self.model_runner)
+        return times

@@ -6,15 +6,17 @@ per-layer cache vLLM allocates for ``KVCacheLayout.LBHNC`` is a tensor
 :func:`reference.split_kv_cache` into ``key_cache`` and ``value_cache`` views of
 ``[num_blocks, num_kv_heads, block_size, head_size]`` each. A token's slot is
 ``block_id * block_size + offset``; slot ``-1`` means "do not write" (padding).
-Every path's KV write keeps vLLM's slot contract (``_validation.check_slot_mapping``):
+Every path keeps one contract (``contract``): int32 index tensors, ``output`` shaped
+like ``query``, and vLLM's slot contract for the KV write:
 ``slot_mapping`` is contiguous int64 with one entry per token to write, at most
 the number of key rows; rows past it are padding and are not written.
 
 - ``reference`` (here): the semantics in plain torch (causal, grouped-query
   heads, mixed prefill/decode batches, fp32 math). Reads and writes the *plain*
   interior layout (``key_cache[b, h, t]`` is token ``t``'s key). Runs on any device.
-- ``_validation`` (here): the shared argument checks (the reference and the CPU
-  kernels run them all; every path's KV write runs ``check_slot_mapping``).
+- ``contract`` (here): that contract, its checks and ``AttentionLayout`` (what is
+  fixed per KV-cache group); the public kernel functions check every call,
+  ``TEMPLATE_ATTN``'s layers once per cache.
 - ``devices/cpu/attention_kernels.py``: vLLM's CPU attention kernels
   (``torch.ops._C``). They pick an instruction-set-specific interior layout
   (keys transposed or AMX-packed inside a block), so a cache written by them

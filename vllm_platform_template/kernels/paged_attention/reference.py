@@ -27,7 +27,8 @@ from typing import Any
 
 import torch
 
-from vllm_platform_template.kernels.paged_attention._validation import (
+from vllm_platform_template.kernels.paged_attention.contract import (
+    AttentionLayout,
     check_attention,
     check_dim,
     check_kv_write,
@@ -150,19 +151,30 @@ def paged_attention(
     return output
 
 
+class NoPlanner:
+    """A planner for kernels that need no per-step state (``plan`` is None)."""
+
+    def plan(self, **batch: Any) -> None:
+        return None
+
+
 class ReferenceAttentionKernels:
     """The reference as ``AttentionKernels`` (``device.AttentionKernels``): runs on any
     device, any head size; ``TEMPLATE_ATTN`` falls back to it where a device has no
-    kernels, and ``attention="reference"`` selects it."""
+    kernels, and ``attention="reference"`` selects it. It reads the lengths on the
+    host, so no graph can hold it (``full_graphs`` False); it checks every call."""
 
     name = "reference"
     head_sizes: tuple[int, ...] = ()  # any
+    full_graphs = False
 
     def config_problem(self, dtype: torch.dtype, block_size: int, head_size: int) -> str | None:
         return None
 
-    def prepare(self, **batch: Any) -> None:
-        return None
+    def planner(
+        self, layout: AttentionLayout, max_num_reqs: int, device: torch.device
+    ) -> NoPlanner:
+        return NoPlanner()
 
     def write_kv(
         self,
@@ -185,9 +197,7 @@ class ReferenceAttentionKernels:
         seq_lens: torch.Tensor,
         query_start_loc: torch.Tensor,
         scale: float,
-        max_query_len: int,
-        max_seq_len: int,
-        prepared: Any,
+        plan: Any,
     ) -> None:
         paged_attention(
             query, key_cache, value_cache, output, block_table, seq_lens, query_start_loc, scale

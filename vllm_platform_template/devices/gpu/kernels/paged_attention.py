@@ -29,10 +29,17 @@ request decodes one token (``max_query_len == 1``) a split-KV kernel runs
 instead: each (request, KV head) is split into ``num_splits`` key ranges run in
 parallel, and a small kernel merges the partial softmax results.
 
-Correctness never depends on ``max_query_len``/``max_seq_len`` beyond
-``max_query_len == 1`` meaning all-decode: the kernels read the real lengths
-from ``seq_lens``/``query_start_loc`` (so CUDA-graph replays with other lengths
-stay correct); the two maxima only pick tile sizes and the split count.
+What is launched depends on the batch shape only - requests, tokens and the
+query-length class (``max_query_len == 1`` means all-decode; longer ones pick the
+general kernel's tile) - never on the sequence lengths, which the kernels read
+from ``seq_lens``/``query_start_loc`` on the device. A graph captured for a shape
+therefore replays exactly what an eager step of that shape launches, for any
+lengths. :class:`TritonAttentionPlanner` decides each shape's
+:class:`AttentionPlan` once (kernel, grid, constants, split count, scratch views)
+and :func:`write_kv_unchecked` / :func:`attend_unchecked` launch it through
+``launch.Launch`` (no per-call argument binding by Triton); the public
+:func:`reshape_and_cache_` and :func:`paged_attention` check their arguments
+against the contract of every path (``kernels/paged_attention/contract.py``) first.
 
 vLLM hook served: the attention kernels of ``TEMPLATE_ATTN``
 (``Platform.get_attn_backend_cls``), through ``attention_kernels.py``. Proven by
@@ -43,6 +50,7 @@ vLLM hook served: the attention kernels of ``TEMPLATE_ATTN``
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -51,28 +59,35 @@ import triton.language as tl
 
 from vllm_platform_template.devices.gpu.identity import torch_module
 from vllm_platform_template.devices.gpu.kernels import (
-    check_dtype,
     check_last_dim_contiguous,
     check_launch_device,
     is_interpreted,
     next_power_of_2,
 )
-from vllm_platform_template.kernels.paged_attention._validation import check_slot_mapping
+from vllm_platform_template.devices.gpu.kernels.launch import Launch
+from vllm_platform_template.kernels.paged_attention.contract import (
+    AttentionLayout,
+    check_attention,
+    check_kv_write,
+)
 
 __all__ = [
     "AttentionLaunchConfig",
+    "AttentionPlan",
+    "TritonAttentionPlanner",
+    "attend_unchecked",
     "decode_num_splits",
     "paged_attention",
     "prefill_launch_config",
     "reshape_and_cache_",
+    "write_kv_unchecked",
 ]
 
-FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-INDEX_DTYPES = (torch.int32, torch.int64)
 LOG2E = 1.4426950408889634
 
 DECODE_MIN_KEYS_PER_SPLIT = 256
-"""A decode split covers at least this many keys (fewer splits for short contexts)."""
+"""A decode split covers at least this many keys (for short contexts the trailing
+splits find nothing to do)."""
 
 DECODE_MAX_SPLITS = 64
 
@@ -91,7 +106,7 @@ DECODE_NUM_STAGES = 2
 # --------------------------------------------------------------------------
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_slots"])
 def _reshape_and_cache_kernel(
     k_ptr,
     k_tok_stride,
@@ -224,7 +239,7 @@ def _find_request(qsl_ptr, q_block, num_reqs, BLOCK_Q: tl.constexpr):
     return lo - 1
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["bt_cols", "num_blocks", "num_reqs"])
 def _paged_attention_kernel(
     q_ptr,
     q_tok_stride,
@@ -355,7 +370,7 @@ def _paged_attention_kernel(
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["bt_cols", "num_blocks", "num_splits"])
 def _paged_decode_kernel(
     q_ptr,
     q_tok_stride,
@@ -391,9 +406,11 @@ def _paged_decode_kernel(
     BLOCK_D: tl.constexpr,
     IEEE_DOT: tl.constexpr,
     DIRECT: tl.constexpr,
+    MIN_KEYS: tl.constexpr,
 ):
     """Program (request, KV head, split): one decode token, all heads of the group,
-    keys of one TILE_N-aligned share of ``[0, seq_len)``."""
+    keys of one TILE_N-aligned share of ``[0, seq_len)`` of at least ``MIN_KEYS``
+    keys (splits past the sequence have nothing to do)."""
     req = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -401,7 +418,7 @@ def _paged_decode_kernel(
     if tl.load(qsl_ptr + req + 1) - q_start <= 0:
         return  # request without a query token this step
     seq_len = tl.load(seq_lens_ptr + req)
-    per_split = tl.cdiv(tl.cdiv(seq_len, num_splits), TILE_N) * TILE_N
+    per_split = tl.maximum(tl.cdiv(tl.cdiv(seq_len, num_splits), TILE_N) * TILE_N, MIN_KEYS)
     k_start = split * per_split
     k_end = tl.minimum(k_start + per_split, seq_len)
 
@@ -493,7 +510,7 @@ def _paged_decode_kernel(
         tl.store(acc_ptrs, acc, mask=g_ok[:, None] & d_ok[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_splits"])
 def _paged_decode_combine_kernel(
     part_acc_ptr,
     part_m_ptr,
@@ -576,56 +593,395 @@ def _multiprocessor_count(device_index: int) -> int:
     return torch_module().get_device_properties(device_index).multi_processor_count
 
 
-def _num_multiprocessors(device: torch.device) -> int:
+def num_multiprocessors(device: torch.device) -> int:
+    """The device's multiprocessors (4 under Triton's interpreter: a few splits, so that
+    tests exercise the merge)."""
     if is_interpreted(_paged_decode_kernel):
-        return 4  # the interpreter: a few splits, so that tests exercise the merge
+        return 4
     index = device.index if device.index is not None else torch_module().current_device()
     return _multiprocessor_count(index)
 
 
-def decode_num_splits(
-    num_reqs: int, num_kv_heads: int, max_seq_len: int, num_multiprocessors: int
-) -> int:
+def decode_num_splits(num_reqs: int, num_kv_heads: int, num_multiprocessors: int) -> int:
     """Key splits per (request, KV head) of the decode kernel.
 
-    Aims at :data:`DECODE_PROGRAMS_PER_SM` programs per multiprocessor, with no split shorter than
-    :data:`DECODE_MIN_KEYS_PER_SPLIT` keys and at most :data:`DECODE_MAX_SPLITS`.
+    Aims at :data:`DECODE_PROGRAMS_PER_SM` programs per multiprocessor, at most
+    :data:`DECODE_MAX_SPLITS`. It depends on the batch shape only, never on the
+    sequence lengths: a graph captured for a shape launches what an eager step of
+    that shape launches (the same bits), whatever lengths it is replayed with. Each
+    split covers at least :data:`DECODE_MIN_KEYS_PER_SPLIT` keys in the kernel, so
+    for short contexts the trailing splits find nothing to do.
     """
     programs = max(1, num_reqs * num_kv_heads)
     wanted = triton.cdiv(DECODE_PROGRAMS_PER_SM * num_multiprocessors, programs)
-    by_length = triton.cdiv(max(1, max_seq_len), DECODE_MIN_KEYS_PER_SPLIT)
-    return max(1, min(wanted, by_length, DECODE_MAX_SPLITS))
+    return max(1, min(wanted, DECODE_MAX_SPLITS))
 
 
 # --------------------------------------------------------------------------
-# Host API
+# Plans: how one batch shape is launched, decided once
 # --------------------------------------------------------------------------
 
 
-def _check_cache_pair(
-    op: str, key_cache: torch.Tensor, value_cache: torch.Tensor, dtype: torch.dtype
+@dataclass(frozen=True)
+class AttentionPlan:
+    """How one batch shape (requests, tokens, query-length class) is launched.
+
+    Made once per shape by :class:`TritonAttentionPlanner` and shared by every
+    layer of every step of that shape: the kernel, grid and constants, the decode
+    split count and the split scratch (views of the planner's one buffer).
+    """
+
+    num_reqs: int
+    num_tokens: int
+    decode: bool
+    num_splits: int
+    attention: Launch | None
+    """None: nothing to attend for (no tokens or requests)."""
+    combine: Launch | None = None
+    part_acc: torch.Tensor | None = None
+    part_m: torch.Tensor | None = None
+    part_l: torch.Tensor | None = None
+
+
+def _kv_write_launch(num_tokens: int, num_kv_heads: int, head_size: int) -> Launch:
+    block_d = next_power_of_2(head_size)
+    block_h = min(next_power_of_2(num_kv_heads), max(1, 4096 // block_d))
+    return Launch(
+        _reshape_and_cache_kernel,
+        (num_tokens, triton.cdiv(num_kv_heads, block_h), 1),
+        {"BLOCK_H": block_h, "BLOCK_D": block_d},
+        num_warps=4 if block_h * block_d <= 2048 else 8,
+        num_stages=3,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _kv_write_launch_cached(num_tokens: int, num_kv_heads: int, head_size: int) -> Launch:
+    return _kv_write_launch(num_tokens, num_kv_heads, head_size)
+
+
+def write_kv_unchecked(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
 ) -> None:
-    for name, cache in (("key_cache", key_cache), ("value_cache", value_cache)):
-        if cache.dim() != 4:
+    """:func:`reshape_and_cache_` without its checks (the caller checked the layer once)."""
+    num_tokens = slot_mapping.shape[0]
+    num_kv_heads, head_size = key.shape[1], key.shape[2]
+    if num_tokens == 0:
+        return
+    launch = _kv_write_launch_cached(num_tokens, num_kv_heads, head_size)
+    ks, vs, kcs, vcs = key.stride(), value.stride(), key_cache.stride(), value_cache.stride()
+    launch(
+        key,
+        ks[0],
+        ks[1],
+        value,
+        vs[0],
+        vs[1],
+        key_cache,
+        kcs[0],
+        kcs[1],
+        kcs[2],
+        value_cache,
+        vcs[0],
+        vcs[1],
+        vcs[2],
+        slot_mapping,
+        key_cache.shape[2],
+        key_cache.shape[0] * key_cache.shape[2],
+        num_kv_heads,
+        head_size,
+    )
+
+
+class TritonAttentionPlanner:
+    """Launch plans of one KV-cache group, made once per batch shape.
+
+    Everything a step's shape fixes is decided when the shape is first seen and
+    cached: the kernel (split-KV decode when every request decodes one token, the
+    general kernel otherwise), its grid, tile and constants, the split count
+    (:func:`decode_num_splits`: requests, KV heads, multiprocessors) and the split
+    scratch, views of one buffer allocated here for the largest split decode of up
+    to ``max_num_reqs`` requests. :meth:`plan` allocates nothing, copies nothing
+    to the host and reads no tensor, so it may run while a graph is captured.
+    Compiled kernels are compiled here, once per process and layout, for every
+    variant a step can launch (no Triton compile during inference).
+    """
+
+    def __init__(
+        self,
+        layout: AttentionLayout,
+        max_num_reqs: int,
+        device: torch.device,
+        *,
+        decode_splits: int | None = None,
+    ) -> None:
+        if layout.num_kv_heads <= 0 or layout.num_heads % layout.num_kv_heads != 0:
             raise ValueError(
-                f"{op}: {name} must be [num_blocks, num_kv_heads, block_size, head_size], "
-                f"got shape {tuple(cache.shape)}"
+                f"query heads ({layout.num_heads}) must be a multiple of KV heads "
+                f"({layout.num_kv_heads})"
             )
-        if cache.dtype != dtype:
-            raise ValueError(f"{op}: {name} has dtype {cache.dtype}, expected {dtype}")
-        check_last_dim_contiguous(op, name, cache)
-    if key_cache.shape != value_cache.shape:
-        raise ValueError(
-            f"{op}: key_cache {tuple(key_cache.shape)} and value_cache "
-            f"{tuple(value_cache.shape)} differ in shape"
+        self.layout = layout
+        self.device = torch.device(device)
+        self.max_num_reqs = max(1, max_num_reqs)
+        self.group = layout.num_heads // layout.num_kv_heads
+        self.block_d = max(16, next_power_of_2(layout.head_size))
+        self.element_size = torch.empty((), dtype=layout.dtype).element_size()
+        self.ieee = layout.dtype == torch.float32
+        self.num_multiprocessors = num_multiprocessors(self.device)
+        self.forced_splits = None if decode_splits is None else max(1, int(decode_splits))
+        self.decode_tile_n = DECODE_TILE_N if self.block_d <= 128 else min(DECODE_TILE_N, 32)
+        # A forced split count (tests, tuning) splits even short contexts.
+        self.min_keys_per_split = (
+            self.decode_tile_n if self.forced_splits is not None else DECODE_MIN_KEYS_PER_SPLIT
+        )
+        rows = max(r * self.num_splits(r) for r in range(1, self.max_num_reqs + 1))
+        per_row = layout.num_heads * (layout.head_size + 2)
+        self.scratch = torch.empty(rows * per_row, dtype=torch.float32, device=self.device)
+        self._plans: dict[tuple[int, int, int], AttentionPlan] = {}
+        if not is_interpreted(_paged_decode_kernel):
+            _warm_up(self)
+
+    def num_splits(self, num_reqs: int) -> int:
+        if self.forced_splits is not None:
+            return self.forced_splits
+        return decode_num_splits(num_reqs, self.layout.num_kv_heads, self.num_multiprocessors)
+
+    def plan(
+        self,
+        *,
+        num_reqs: int,
+        num_tokens: int,
+        max_query_len: int,
+        seq_lens: torch.Tensor | None = None,
+        query_start_loc: torch.Tensor | None = None,
+    ) -> AttentionPlan:
+        """The plan of this batch shape (``seq_lens``/``query_start_loc`` are not read)."""
+        block_m = 0 if max_query_len == 1 else self._prefill_config(max_query_len).block_m
+        key = (num_reqs, num_tokens, block_m)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= 1024:  # eager prefills of many lengths: stay bounded
+                self._plans.clear()
+            plan = self._plans[key] = self._make_plan(num_reqs, num_tokens, max_query_len)
+        return plan
+
+    def _prefill_config(self, max_query_len: int) -> AttentionLaunchConfig:
+        return prefill_launch_config(
+            max_query_len, self.group, self.layout.head_size, self.element_size
         )
 
+    def _make_plan(self, num_reqs: int, num_tokens: int, max_query_len: int) -> AttentionPlan:
+        if num_reqs > self.max_num_reqs:
+            raise ValueError(
+                f"this attention planner serves at most {self.max_num_reqs} requests a step, "
+                f"got {num_reqs}"
+            )
+        hq, hkv, d = self.layout.num_heads, self.layout.num_kv_heads, self.layout.head_size
+        if num_tokens == 0 or num_reqs == 0 or max_query_len <= 0:
+            return AttentionPlan(num_reqs, num_tokens, False, 0, None)
+        if max_query_len == 1:
+            splits = self.num_splits(num_reqs)
+            direct = splits == 1
+            decode = Launch(
+                _paged_decode_kernel,
+                (num_reqs, hkv, splits),
+                {
+                    "GROUP": self.group,
+                    "BLOCK_G": max(16, next_power_of_2(self.group)),
+                    "TILE_N": self.decode_tile_n,
+                    "BLOCK_D": self.block_d,
+                    "IEEE_DOT": self.ieee,
+                    "DIRECT": direct,
+                    "MIN_KEYS": self.min_keys_per_split,
+                },
+                num_warps=DECODE_NUM_WARPS,
+                num_stages=DECODE_NUM_STAGES,
+            )
+            if direct:
+                return AttentionPlan(num_reqs, num_tokens, True, 1, decode)
+            n = num_reqs * hq * splits
+            part_acc = self.scratch[: n * d].view(num_reqs, hq, splits, d)
+            part_m = self.scratch[n * d : n * (d + 1)].view(num_reqs, hq, splits)
+            part_l = self.scratch[n * (d + 1) : n * (d + 2)].view(num_reqs, hq, splits)
+            combine = Launch(
+                _paged_decode_combine_kernel,
+                (num_reqs, hq, 1),
+                {"BLOCK_S": next_power_of_2(splits), "BLOCK_D": next_power_of_2(d)},
+                num_warps=4,
+                num_stages=3,
+            )
+            return AttentionPlan(
+                num_reqs, num_tokens, True, splits, decode, combine, part_acc, part_m, part_l
+            )
+        cfg = self._prefill_config(max_query_len)
+        block_q = cfg.block_m // self.group
+        general = Launch(
+            _paged_attention_kernel,
+            (num_tokens // block_q + num_reqs, hkv, 1),
+            {
+                "GROUP": self.group,
+                "BLOCK_M": cfg.block_m,
+                "BLOCK_Q": block_q,
+                "TILE_N": cfg.tile_n,
+                "BLOCK_D": self.block_d,
+                "IEEE_DOT": self.ieee,
+            },
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+        return AttentionPlan(num_reqs, num_tokens, False, 0, general)
 
-def _check_index(op: str, name: str, t: torch.Tensor, dim: int) -> None:
-    check_dtype(op, name, t, INDEX_DTYPES)
-    if t.dim() != dim:
-        raise ValueError(f"{op}: {name} must be {dim}-D, got shape {tuple(t.shape)}")
-    check_last_dim_contiguous(op, name, t)
+
+def attend_unchecked(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    output: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    scale: float,
+    plan: AttentionPlan,
+) -> None:
+    """:func:`paged_attention` without its checks, launched as ``plan`` says.
+
+    Launches exactly what ``plan`` fixed; the lengths are read on the device, so
+    this is what a graph captures and replays for any lengths of the same shape.
+    """
+    if plan.attention is None:
+        return
+    qs, os_, kcs, vcs = query.stride(), output.stride(), key_cache.stride(), value_cache.stride()
+    qk_scale = float(scale) * LOG2E
+    if plan.decode:
+        part_acc, part_m, part_l = (
+            (output, output, output)
+            if plan.combine is None
+            else (plan.part_acc, plan.part_m, plan.part_l)
+        )
+        plan.attention(
+            query,
+            qs[0],
+            qs[1],
+            key_cache,
+            kcs[0],
+            kcs[1],
+            kcs[2],
+            value_cache,
+            vcs[0],
+            vcs[1],
+            vcs[2],
+            output,
+            os_[0],
+            os_[1],
+            part_acc,
+            part_m,
+            part_l,
+            block_table,
+            block_table.stride(0),
+            block_table.shape[1],
+            key_cache.shape[0],
+            seq_lens,
+            query_start_loc,
+            query.shape[1],
+            plan.num_splits,
+            key_cache.shape[2],
+            query.shape[2],
+            qk_scale,
+        )
+        if plan.combine is not None:
+            plan.combine(
+                part_acc,
+                part_m,
+                part_l,
+                output,
+                os_[0],
+                os_[1],
+                query_start_loc,
+                query.shape[1],
+                plan.num_splits,
+                query.shape[2],
+            )
+        return
+    plan.attention(
+        query,
+        qs[0],
+        qs[1],
+        key_cache,
+        kcs[0],
+        kcs[1],
+        kcs[2],
+        value_cache,
+        vcs[0],
+        vcs[1],
+        vcs[2],
+        output,
+        os_[0],
+        os_[1],
+        block_table,
+        block_table.stride(0),
+        block_table.shape[1],
+        key_cache.shape[0],
+        seq_lens,
+        query_start_loc,
+        plan.num_reqs,
+        key_cache.shape[2],
+        query.shape[2],
+        qk_scale,
+    )
+
+
+def _warm_up(planner: TritonAttentionPlanner) -> None:
+    """Compile every kernel variant a step of ``planner``'s layout can launch, once.
+
+    Variants: the KV write; the decode kernel direct and split, with a merge per
+    distinct power-of-two split bound; the general kernel at each tile its
+    query lengths can pick. Tiny dummy tensors of the layout's dtype and strides
+    class compile what the real steps will find in Triton's cache.
+    """
+    layout = planner.layout
+    key = (layout, planner.device, planner.max_num_reqs, planner.forced_splits)
+    if key in _WARMED:
+        return
+    hq, hkv, d, bs = layout.num_heads, layout.num_kv_heads, layout.head_size, layout.block_size
+    dev, dtype = planner.device, layout.dtype
+    kv_cache = torch.zeros((2, hkv, bs, 2 * d), dtype=dtype, device=dev)
+    key_cache, value_cache = kv_cache.view(2, hkv, 2 * bs, d).chunk(2, dim=2)
+    decode_reqs: dict[tuple[bool, int], int] = {}
+    for r in range(1, planner.max_num_reqs + 1):
+        splits = planner.num_splits(r)
+        decode_reqs.setdefault((splits == 1, next_power_of_2(splits)), r)
+    shapes = [(r, r, 1) for r in decode_reqs.values()]
+    block_ms: dict[int, int] = {}
+    for q_len in range(2, 129):
+        block_ms.setdefault(planner._prefill_config(q_len).block_m, q_len)
+    shapes += [(1, q_len, q_len) for q_len in block_ms.values()]
+    for num_reqs, num_tokens, max_query_len in shapes:
+        tokens = torch.zeros((num_tokens, hq + 2 * hkv, d), dtype=dtype, device=dev)
+        query, k, v = tokens.split([hq, hkv, hkv], dim=1)
+        q_lens = [num_tokens // num_reqs] * num_reqs
+        qsl = torch.tensor([0, *itertools.accumulate(q_lens)], dtype=torch.int32, device=dev)
+        seq_lens = torch.tensor(q_lens, dtype=torch.int32, device=dev)
+        block_table = torch.zeros((num_reqs, 1), dtype=torch.int32, device=dev)
+        slots = torch.full((num_tokens,), -1, dtype=torch.int64, device=dev)
+        write_kv_unchecked(k, v, key_cache, value_cache, slots)
+        plan = planner.plan(num_reqs=num_reqs, num_tokens=num_tokens, max_query_len=max_query_len)
+        output = torch.empty_like(query)
+        attend_unchecked(
+            query, key_cache, value_cache, output, block_table, seq_lens, qsl, 1.0, plan
+        )
+    _WARMED.add(key)
+
+
+_WARMED: set[tuple[object, ...]] = set()
+
+
+# --------------------------------------------------------------------------
+# Public, checked API
+# --------------------------------------------------------------------------
 
 
 def reshape_and_cache_(
@@ -639,63 +995,30 @@ def reshape_and_cache_(
 
     Caches: ``[num_blocks, Hkv, block_size, D]`` (strided views are fine), same
     dtype as ``key``. ``slot_mapping``: the KV-write contract of every path
-    (``check_slot_mapping``: contiguous int64, one slot per token written,
-    ``<= T``); slots outside ``[0, num_blocks * block_size)`` (-1 for padding)
-    are skipped.
+    (``contract.check_slot_mapping``: contiguous int64, one slot per token
+    written, ``<= T``); slots outside ``[0, num_blocks * block_size)`` (-1 for
+    padding) are skipped.
     """
     op = "reshape_and_cache_"
-    for name, t in (("key", key), ("value", value)):
-        if t.dim() != 3:
-            raise ValueError(
-                f"{op}: {name} must be [T, num_kv_heads, head_size], got {tuple(t.shape)}"
-            )
-        check_dtype(op, name, t, FLOAT_DTYPES)
+    check_kv_write(op, key, value, key_cache, value_cache, slot_mapping)
+    if key.dtype != key_cache.dtype or value_cache.dtype != key_cache.dtype:
+        raise ValueError(
+            f"{op}: key ({key.dtype}) and the caches ({key_cache.dtype}, {value_cache.dtype}) "
+            "must have one dtype"
+        )
+    for name, t in (
+        ("key", key),
+        ("value", value),
+        ("key_cache", key_cache),
+        ("value_cache", value_cache),
+    ):
         check_last_dim_contiguous(op, name, t)
-    if key.shape != value.shape or key.dtype != value.dtype:
-        raise ValueError(
-            f"{op}: key {tuple(key.shape)} {key.dtype} and value {tuple(value.shape)} "
-            f"{value.dtype} must match"
-        )
-    _check_cache_pair(op, key_cache, value_cache, key.dtype)
-    num_tokens, num_kv_heads, head_size = key.shape
-    if (key_cache.shape[1], key_cache.shape[3]) != (num_kv_heads, head_size):
-        raise ValueError(
-            f"{op}: key_cache has shape {tuple(key_cache.shape)}; expected "
-            f"[num_blocks, {num_kv_heads}, block_size, {head_size}] to match key"
-        )
-    num_tokens = check_slot_mapping(op, slot_mapping, num_tokens)
     check_launch_device(
         _reshape_and_cache_kernel, op, key, value, key_cache, value_cache, slot_mapping
     )
-    if num_tokens == 0 or num_kv_heads == 0:
+    if key.shape[1] == 0:
         return
-    block_d = next_power_of_2(head_size)
-    block_h = min(next_power_of_2(num_kv_heads), max(1, 4096 // block_d))
-    grid = (num_tokens, triton.cdiv(num_kv_heads, block_h))
-    _reshape_and_cache_kernel[grid](
-        key,
-        key.stride(0),
-        key.stride(1),
-        value,
-        value.stride(0),
-        value.stride(1),
-        key_cache,
-        key_cache.stride(0),
-        key_cache.stride(1),
-        key_cache.stride(2),
-        value_cache,
-        value_cache.stride(0),
-        value_cache.stride(1),
-        value_cache.stride(2),
-        slot_mapping,
-        key_cache.shape[2],
-        key_cache.shape[0] * key_cache.shape[2],
-        num_kv_heads,
-        head_size,
-        BLOCK_H=block_h,
-        BLOCK_D=block_d,
-        num_warps=4 if block_h * block_d <= 2048 else 8,
-    )
+    write_kv_unchecked(key, value, key_cache, value_cache, slot_mapping)
 
 
 def paged_attention(
@@ -708,55 +1031,36 @@ def paged_attention(
     query_start_loc: torch.Tensor,
     scale: float,
     max_query_len: int,
-    max_seq_len: int,
     *,
     decode_splits: int | None = None,
 ) -> torch.Tensor:
-    """Causal paged attention of ``query`` ``[T, Hq, D]`` into ``output[:T]``; returns ``output``.
+    """Causal paged attention of ``query`` ``[T, Hq, D]`` into ``output``; returns ``output``.
 
-    ``key_cache``/``value_cache``: ``[num_blocks, Hkv, block_size, D]``, the
-    query's dtype, ``Hq % Hkv == 0``. ``block_table``: ``[num_reqs, max_blocks]``;
-    ``seq_lens``: ``[num_reqs]`` (context + new tokens, already in the cache);
-    ``query_start_loc``: ``[num_reqs + 1]``; all int32 (int64 accepted).
-    ``max_query_len``/``max_seq_len``: host-side maxima of the batch (tile and
-    split choice only). ``decode_splits``: force the decode kernel's key-split
-    count (tests, tuning); None picks it from the batch shape.
-    Queries not owned by a request (padding past ``query_start_loc[-1]``) are
-    left untouched in ``output``.
+    The contract of every path (``kernels/paged_attention/contract.py``):
+    ``output`` shaped like ``query``; caches ``[num_blocks, Hkv, block_size, D]``
+    of the query's dtype, ``Hq % Hkv == 0``; ``block_table`` ``[num_reqs,
+    max_blocks]``, ``seq_lens`` ``[num_reqs]`` (context + new tokens, already in
+    the cache), ``query_start_loc`` ``[num_reqs + 1]``, all int32.
+    ``max_query_len``: the batch's longest query (1 = every request decodes one
+    token: the split-KV kernel). ``decode_splits``: force the decode kernel's
+    split count (tests, tuning); None picks it from the batch shape. Each call
+    plans anew (scratch allocated here); ``TEMPLATE_ATTN`` keeps a planner per
+    KV-cache group instead (:class:`TritonAttentionPlanner`).
+    Queries not owned by a request (past ``query_start_loc[-1]``) are left
+    untouched in ``output``.
     """
     op = "paged_attention"
-    if query.dim() != 3:
-        raise ValueError(f"{op}: query must be [T, num_heads, head_size], got {tuple(query.shape)}")
-    check_dtype(op, "query", query, FLOAT_DTYPES)
-    check_last_dim_contiguous(op, "query", query)
-    num_tokens, num_heads, head_size = query.shape
-    _check_cache_pair(op, key_cache, value_cache, query.dtype)
-    num_kv_heads = key_cache.shape[1]
-    if key_cache.shape[3] != head_size:
-        raise ValueError(
-            f"{op}: cache head size {key_cache.shape[3]} != query head size {head_size}"
-        )
-    if num_kv_heads == 0 or num_heads % num_kv_heads != 0:
-        raise ValueError(
-            f"{op}: query heads ({num_heads}) must be a multiple of KV heads ({num_kv_heads})"
-        )
-    if output.dim() != 3 or output.shape[1:] != query.shape[1:] or output.shape[0] < num_tokens:
-        raise ValueError(
-            f"{op}: output has shape {tuple(output.shape)}; expected [>= {num_tokens}, "
-            f"{num_heads}, {head_size}]"
-        )
-    check_dtype(op, "output", output, FLOAT_DTYPES)
-    check_last_dim_contiguous(op, "output", output)
-    _check_index(op, "block_table", block_table, 2)
-    _check_index(op, "seq_lens", seq_lens, 1)
-    _check_index(op, "query_start_loc", query_start_loc, 1)
-    num_reqs = seq_lens.shape[0]
-    if query_start_loc.shape[0] < num_reqs + 1 or block_table.shape[0] < num_reqs:
-        raise ValueError(
-            f"{op}: {num_reqs} requests need query_start_loc of {num_reqs + 1} entries "
-            f"(got {query_start_loc.shape[0]}) and block_table of {num_reqs} rows "
-            f"(got {block_table.shape[0]})"
-        )
+    check_attention(
+        op, query, key_cache, value_cache, output, block_table, seq_lens, query_start_loc
+    )
+    for name, t in (
+        ("query", query),
+        ("output", output),
+        ("key_cache", key_cache),
+        ("value_cache", value_cache),
+        ("block_table", block_table),
+    ):
+        check_last_dim_contiguous(op, name, t)
     check_launch_device(
         _paged_attention_kernel,
         op,
@@ -768,106 +1072,14 @@ def paged_attention(
         seq_lens,
         query_start_loc,
     )
-    if num_tokens == 0 or num_reqs == 0 or max_query_len <= 0:
-        return output
-
-    group = num_heads // num_kv_heads
-    block_d = max(16, next_power_of_2(head_size))
-    # Leading arguments shared by both attention kernels: tensors with their strides.
-    tensor_args = (
-        *(query, query.stride(0), query.stride(1)),
-        *(key_cache, *key_cache.stride()[:3]),
-        *(value_cache, *value_cache.stride()[:3]),
-        *(output, output.stride(0), output.stride(1)),
+    num_tokens, num_heads, head_size = query.shape
+    num_reqs = seq_lens.shape[0]
+    layout = AttentionLayout(
+        num_heads, key_cache.shape[1], head_size, query.dtype, key_cache.shape[2]
     )
-    qk_scale = float(scale) * LOG2E
-    ieee = query.dtype == torch.float32
-
-    if max_query_len == 1:
-        if decode_splits is not None:
-            num_splits = max(1, int(decode_splits))
-        else:
-            sms = _num_multiprocessors(query.device)
-            num_splits = decode_num_splits(num_reqs, num_kv_heads, max_seq_len, sms)
-        direct = num_splits == 1
-        if direct:
-            part_acc = part_m = part_l = output  # unused
-        else:
-            part_acc = torch.empty(
-                (num_reqs, num_heads, num_splits, head_size),
-                dtype=torch.float32,
-                device=query.device,
-            )
-            part_m = torch.empty(
-                (num_reqs, num_heads, num_splits), dtype=torch.float32, device=query.device
-            )
-            part_l = torch.empty_like(part_m)
-        tile_n = DECODE_TILE_N if block_d <= 128 else min(DECODE_TILE_N, 32)
-        _paged_decode_kernel[(num_reqs, num_kv_heads, num_splits)](
-            *tensor_args,
-            part_acc,
-            part_m,
-            part_l,
-            block_table,
-            block_table.stride(0),
-            block_table.shape[1],
-            key_cache.shape[0],
-            seq_lens,
-            query_start_loc,
-            num_heads,
-            num_splits,
-            key_cache.shape[2],
-            head_size,
-            qk_scale,
-            GROUP=group,
-            BLOCK_G=max(16, next_power_of_2(group)),
-            TILE_N=tile_n,
-            BLOCK_D=block_d,
-            IEEE_DOT=ieee,
-            DIRECT=direct,
-            num_warps=DECODE_NUM_WARPS,
-            num_stages=DECODE_NUM_STAGES,
-        )
-        if not direct:
-            _paged_decode_combine_kernel[(num_reqs, num_heads)](
-                part_acc,
-                part_m,
-                part_l,
-                output,
-                output.stride(0),
-                output.stride(1),
-                query_start_loc,
-                num_heads,
-                num_splits,
-                head_size,
-                BLOCK_S=next_power_of_2(num_splits),
-                BLOCK_D=next_power_of_2(head_size),
-                num_warps=4,
-            )
-        return output
-
-    cfg = prefill_launch_config(max_query_len, group, head_size, query.element_size())
-    block_q = cfg.block_m // group
-    grid = (num_tokens // block_q + num_reqs, num_kv_heads)
-    _paged_attention_kernel[grid](
-        *tensor_args,
-        block_table,
-        block_table.stride(0),
-        block_table.shape[1],
-        key_cache.shape[0],
-        seq_lens,
-        query_start_loc,
-        num_reqs,
-        key_cache.shape[2],
-        head_size,
-        qk_scale,
-        GROUP=group,
-        BLOCK_M=cfg.block_m,
-        BLOCK_Q=block_q,
-        TILE_N=cfg.tile_n,
-        BLOCK_D=block_d,
-        IEEE_DOT=ieee,
-        num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
+    planner = TritonAttentionPlanner(layout, num_reqs, query.device, decode_splits=decode_splits)
+    plan = planner.plan(num_reqs=num_reqs, num_tokens=num_tokens, max_query_len=max_query_len)
+    attend_unchecked(
+        query, key_cache, value_cache, output, block_table, seq_lens, query_start_loc, scale, plan
     )
     return output

@@ -42,7 +42,7 @@ from vllm_platform_template.devices.gpu.kernels import (
     check_launch_device,
     next_power_of_2,
 )
-from vllm_platform_template.kernels.paged_attention._validation import check_slot_mapping
+from vllm_platform_template.kernels.paged_attention.contract import check_slot_mapping
 
 __all__ = ["rotary_embedding_", "rotary_embedding_and_cache_"]
 

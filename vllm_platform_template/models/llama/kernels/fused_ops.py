@@ -21,6 +21,7 @@ import torch
 from vllm_platform_template.device import AttentionKernels, kernel_table
 from vllm_platform_template.kernels import reference as kernel_reference
 from vllm_platform_template.kernels.paged_attention import reference as attention_reference
+from vllm_platform_template.kernels.paged_attention.contract import check_kv_write
 from vllm_platform_template.models.llama.kernels import reference
 
 
@@ -92,10 +93,8 @@ def rope_and_cache_(
         query.copy_(q)
         key.copy_(k)
     num_kv_heads = key_cache.shape[1]
-    attention.write_kv(
-        key.view(-1, num_kv_heads, head_size),
-        value.view(-1, num_kv_heads, head_size),
-        key_cache,
-        value_cache,
-        slot_mapping,
-    )
+    key_rows = key.view(-1, num_kv_heads, head_size)
+    value_rows = value.view(-1, num_kv_heads, head_size)
+    # The attention kernels' write launches unchecked: the contract is checked here.
+    check_kv_write("rope_and_cache_", key_rows, value_rows, key_cache, value_cache, slot_mapping)
+    attention.write_kv(key_rows, value_rows, key_cache, value_cache, slot_mapping)

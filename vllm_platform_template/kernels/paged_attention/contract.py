@@ -1,4 +1,23 @@
-"""Host-side input checks shared by the paged-attention paths (no vLLM import).
+"""The paged-attention contract every kernel path keeps, and its checks (no vLLM import).
+
+One rule for all paths (the plain-torch reference, vLLM's CPU kernels, the
+Triton kernels):
+
+- ``query``/``output``: ``[T, Hq, D]``, the same shape (callers slice both to
+  the tokens to attend for), float32, bfloat16 or float16;
+- ``key_cache``/``value_cache``: ``[num_blocks, Hkv, block_size, D]``, the
+  query's dtype, ``Hq % Hkv == 0``;
+- ``block_table`` ``[num_reqs, max_blocks]``, ``seq_lens`` ``[num_reqs]``,
+  ``query_start_loc`` ``[num_reqs + 1]``: int32 (vLLM's
+  ``CommonAttentionMetadata``);
+- ``slot_mapping``: contiguous int64, one slot per token written, ``-1`` skips
+  (:func:`check_slot_mapping`).
+
+The public kernel functions check every call (:func:`check_kv_write`,
+:func:`check_attention`). ``TEMPLATE_ATTN``'s layers check once per KV cache
+(:func:`check_layer_cache`) and once for their first inputs
+(:func:`check_layer_inputs`), then launch unchecked: what a layer passes does not
+change shape class between steps, only its token count.
 
 Each check raises ``ValueError`` naming the operation, the argument and what to
 change, so a wrong call fails before any kernel touches memory. The checks read
@@ -6,6 +25,8 @@ shapes and dtypes only (no device synchronisation).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -113,7 +134,7 @@ def check_attention(
         )
     check_dtype(op, "query", query, FLOAT_DTYPES)
     check_dtype(op, "output", output, FLOAT_DTYPES)
-    check_dtype(op, "key_cache", key_cache, FLOAT_DTYPES)
+    check_dtype(op, "key_cache", key_cache, (query.dtype,))
     for name, t, ndim, doc in (
         ("block_table", block_table, 2, "[num_reqs, max_blocks_per_req]"),
         ("seq_lens", seq_lens, 1, "[num_reqs]"),
@@ -130,4 +151,67 @@ def check_attention(
     if block_table.shape[0] < num_reqs:
         raise ValueError(
             f"{op}: block_table has {block_table.shape[0]} rows for {num_reqs} requests"
+        )
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    """What is fixed for every layer of one KV-cache group: the shape class of a step."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_size: int
+    dtype: torch.dtype
+    block_size: int
+
+
+def check_layer_cache(op: str, kv_cache: torch.Tensor, layout: AttentionLayout) -> None:
+    """A layer's cache ``[num_blocks, Hkv, block_size, 2 * D]`` as ``layout`` describes it."""
+    check_dim(op, "kv_cache", kv_cache, 4, "[num_blocks, num_kv_heads, block_size, 2 * head_size]")
+    expected = (layout.num_kv_heads, layout.block_size, 2 * layout.head_size)
+    if tuple(kv_cache.shape[1:]) != expected:
+        raise ValueError(
+            f"{op}: kv_cache has shape {tuple(kv_cache.shape)}; expected "
+            f"[num_blocks, {expected[0]}, {expected[1]}, {expected[2]}] for this layer"
+        )
+    check_dtype(op, "kv_cache", kv_cache, (layout.dtype,))
+    if not kv_cache.is_contiguous():
+        raise ValueError(f"{op}: kv_cache must be contiguous, got strides {kv_cache.stride()}")
+
+
+def check_layer_inputs(
+    op: str,
+    query: torch.Tensor,
+    key: torch.Tensor | None,
+    value: torch.Tensor | None,
+    output: torch.Tensor,
+    layout: AttentionLayout,
+) -> None:
+    """A layer's ``query``/``output`` ``[T, Hq, D]`` and ``key``/``value`` ``[T, Hkv, D]``.
+
+    Rows may be strided (vLLM passes views of the QKV projection); the last
+    dimension must be contiguous. ``key``/``value`` may be None (not read here).
+    """
+    for name, t, heads in (
+        ("query", query, layout.num_heads),
+        ("output", output, layout.num_heads),
+        ("key", key, layout.num_kv_heads),
+        ("value", value, layout.num_kv_heads),
+    ):
+        if t is None:
+            continue
+        check_dim(op, name, t, 3, f"[num_tokens, {heads}, {layout.head_size}]")
+        if tuple(t.shape[1:]) != (heads, layout.head_size):
+            raise ValueError(
+                f"{op}: {name} has shape {tuple(t.shape)}; expected "
+                f"[num_tokens, {heads}, {layout.head_size}] for this layer"
+            )
+        check_dtype(op, name, t, (layout.dtype,))
+        if t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise ValueError(
+                f"{op}: {name} needs a contiguous last dimension, got strides {t.stride()}"
+            )
+    if output.shape[0] < query.shape[0]:
+        raise ValueError(
+            f"{op}: output has {output.shape[0]} rows for {query.shape[0]} query tokens"
         )
