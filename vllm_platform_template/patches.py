@@ -76,6 +76,35 @@ def _skip_without_accelerator(original: Callable[[], None]) -> Callable[[], None
     return call
 
 
+# Stock vLLM's CPU batch limits per worker, by usage context (EngineArgs.get_batch_defaults,
+# its is_cpu() branch): (max_num_batched_tokens, max_num_seqs).
+CPU_BATCH_DEFAULTS = {"LLM_CLASS": (4096, 256), "OPENAI_API_SERVER": (2048, 128)}
+
+
+def _cpu_batch_defaults() -> None:
+    """``EngineArgs.get_batch_defaults`` answers the CPU defaults on the template CPU platform."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    original = EngineArgs.__dict__["get_batch_defaults"].__func__
+    if getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def get_batch_defaults(cls, world_size):
+        from vllm.platforms import current_platform
+        from vllm.usage.usage_lib import UsageContext
+
+        tokens, seqs = original(cls, world_size)
+        if current_platform.is_out_of_tree() and current_platform.device_type == "cpu":
+            for context, (cpu_tokens, cpu_seqs) in CPU_BATCH_DEFAULTS.items():
+                tokens[UsageContext[context]] = cpu_tokens * world_size
+                seqs[UsageContext[context]] = cpu_seqs * world_size
+        return tokens, seqs
+
+    get_batch_defaults.__template_patched__ = True  # type: ignore[attr-defined]
+    EngineArgs.get_batch_defaults = classmethod(get_batch_defaults)  # type: ignore[method-assign,assignment]
+
+
 # vLLM modules that bind ``get_accelerator_view_from_cpu_tensor`` by name at import.
 _UVA_VIEW_USERS = (
     "vllm.utils.torch_utils",
@@ -333,6 +362,25 @@ PATCHES: tuple[Patch, ...] = (
             "or torch.accelerator.empty_cache() becomes a no-op without an accelerator"
         ),
         apply=_accelerator_cache_without_accelerator,
+        devices=("cpu",),
+    ),
+    Patch(
+        name="cpu_batch_defaults",
+        why=(
+            "vLLM sets unset max_num_batched_tokens/max_num_seqs from EngineArgs."
+            "get_batch_defaults, whose CPU values (LLM 4096/256, server 2048/128 per "
+            "worker) apply only when is_cpu(); an out-of-tree CPU platform got the GPU "
+            "defaults (8192/256, 2048/256). The platform's config hooks run after the "
+            "defaults are set and cannot tell a default from the same values set by hand; "
+            "patched, vLLM itself applies the CPU defaults on the template CPU platform "
+            "and a value the user set is never touched (as vllm-rbln does for its own)"
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/engine/arg_utils.py::EngineArgs.get_batch_defaults branches "
+            "on current_platform.is_cpu()/is_tpu(); no Platform method supplies the defaults"
+        ),
+        remove_when="vLLM asks the platform for its batch defaults (a Platform hook)",
+        apply=_cpu_batch_defaults,
         devices=("cpu",),
     ),
     Patch(

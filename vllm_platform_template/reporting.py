@@ -9,7 +9,13 @@ front end's view of the config is reported.
 
 from __future__ import annotations
 
+import inspect
+import os
+import re
 from typing import Any
+
+# How vLLM's layers call an IR op: ``ir.ops.rms_norm(...)``, ``ir.ops.<op>.maybe_inplace(...)``.
+_IR_CALL = re.compile(r"\bir\.ops\.(\w+)")
 
 
 def _attention_backends(worker: Any) -> list[str]:
@@ -36,6 +42,34 @@ def _custom_op_layers(worker: Any) -> dict[str, list[str]]:
     return {cls: sorted(methods) for cls, methods in sorted(layers.items())}
 
 
+def _ir_callers(model: Any) -> dict[str, list[str]]:
+    """``{IR op: sorted layer classes of ``model`` whose code calls it}``.
+
+    Read from the source of each layer class (and its vLLM or template bases):
+    vLLM's layers call IR ops as ``ir.ops.<name>``. An op no layer calls is not
+    called by this model in any mode (eager or compiled); e.g. Llama's layers
+    call ``rms_norm`` and ``fused_add_rms_norm`` (``RMSNorm``) and nothing calls
+    ``gelu_and_mul_sparse`` (``GeluAndMulSparse``, Gemma 3n).
+    """
+    callers: dict[str, set[str]] = {}
+    seen: set[type] = set()
+    for module in model.modules():
+        layer = type(module)
+        if layer in seen:
+            continue
+        seen.add(layer)
+        for cls in layer.__mro__:
+            if not cls.__module__.startswith(("vllm.", "vllm_platform_template.")):
+                continue
+            try:
+                source = inspect.getsource(cls)
+            except (OSError, TypeError):
+                continue
+            for op in set(_IR_CALL.findall(source)):
+                callers.setdefault(op, set()).add(layer.__name__)
+    return {op: sorted(names) for op, names in callers.items()}
+
+
 def _ir_providers(worker: Any) -> dict[str, dict[str, Any]]:
     """Priority list and the provider dispatch picks for this model's arguments."""
     import torch
@@ -57,9 +91,10 @@ def _ir_providers(worker: Any) -> dict[str, dict[str, Any]]:
             "none",
         ),
     }
+    callers = _ir_callers(worker.model_runner.get_model())
     report: dict[str, dict[str, Any]] = {}
     for name, op in sorted(IrOp.registry.items()):
-        entry: dict[str, Any] = {"priority": op.get_priority()}
+        entry: dict[str, Any] = {"priority": op.get_priority(), "called_by": callers.get(name, [])}
         if name in sample_args and op.get_priority():
             entry["selected"] = op.dispatch(*sample_args[name]).provider
         elif name in sample_args:
@@ -92,6 +127,8 @@ def worker_report(worker: Any) -> dict[str, Any]:
     report["attention_backends"] = _attention_backends(worker)
     report["ir_ops"] = _ir_providers(worker)
     report["custom_op_layers"] = _custom_op_layers(worker)
+    # vLLM's CPU worker warns for each of libtcmalloc and libiomp missing from it.
+    report["worker_ld_preload"] = os.environ.get("LD_PRELOAD", "")
     stats = getattr(worker, "template_stats", None)
     if callable(stats):
         report.update(stats())

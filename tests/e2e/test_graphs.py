@@ -18,6 +18,7 @@ def test_piecewise_graphs_capture_replay_and_match_stock(engine_runs) -> None:
     stock = engine_runs.run("--stock")
     ours = engine_runs.run(*graphs_args())
     assert ours["cudagraph_mode"] == "PIECEWISE"
+    assert ours["graph_mode_reason"] == "requested (compilation_config.cudagraph_mode)"
     graphs = ours["graphs"]
     assert graphs["backend"] == "cpu"
     # 2 layers -> 3 compiled pieces; each captured once per configured size.

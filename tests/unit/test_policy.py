@@ -7,7 +7,6 @@ from types import SimpleNamespace
 import pytest
 
 from vllm_platform_template.device import device_for
-from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.platform_plugin import policy
 from vllm_platform_template.platform_plugin.policy import (
@@ -277,9 +276,3 @@ def test_unknown_providers_list_the_registered_ones() -> None:
         "unknown provider 'my_kernl' for vLLM IR op 'rms_norm'; registered providers: "
         "my_kernel, native"
     ]
-
-
-def test_cpu_scheduler_defaults_replace_only_generic_defaults() -> None:
-    assert cpu_policy.cpu_scheduler_defaults(8192, 256, 1) == (4096, 256)
-    assert cpu_policy.cpu_scheduler_defaults(2048, 256, 2) == (4096, 256)
-    assert cpu_policy.cpu_scheduler_defaults(1000, 256, 1) is None

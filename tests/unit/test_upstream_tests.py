@@ -31,6 +31,13 @@ def up():
     return module
 
 
+def test_its_cache_variable_is_one_the_platform_knows(up) -> None:
+    """vLLM's environment check on the template platform does not flag it (settings.py)."""
+    from vllm_platform_template.settings import ENVIRONMENT_VARIABLES
+
+    assert up.CACHE_ENV in ENVIRONMENT_VARIABLES
+
+
 GOOD = """
 [sdist_sha256]
 "9.9.9" = "ab"

@@ -16,6 +16,12 @@ It also scores a held-out passage of the tiny model's training book the way
 evaluation harnesses do: one request with ``prompt_logprobs=0`` and
 ``max_tokens=1`` gives the log-probability of every passage token, and the
 report carries their perplexity (the e2e tier compares it across platforms).
+
+The log (stderr) carries vLLM's INFO lines and only the warnings listed in
+``tests/e2e/test_demo_log.py``, each with its reason; ``--quiet`` leaves only
+errors, so stdout's text and report are all there is. The engine is shut down
+before the command returns, so no engine process is left for vLLM's exit-time
+clean-up to kill.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -90,6 +97,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip scoring the held-out passage (perplexity via prompt_logprobs)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no log: only errors on stderr (VLLM_LOGGING_LEVEL=ERROR, torch's "
+        "TORCH_CPP_LOG_LEVEL=ERROR, no progress bars)",
+    )
 
 
 def checkpoint_dtype(model_dir: Path, device: str) -> str:
@@ -127,6 +140,8 @@ def build_engine_kwargs(args: argparse.Namespace, model_dir: Path) -> dict[str, 
         "enforce_eager": args.enforce_eager,
         "seed": 0,
     }
+    if getattr(args, "quiet", False):
+        kwargs["use_tqdm_on_load"] = False
     options = {"compile_stage": args.compile_stage, "kernel_road": args.kernel_road}
     options = {k: v for k, v in options.items() if v is not None}
     if options:
@@ -172,11 +187,16 @@ def held_out_perplexity(llm: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Generate and return the report (the JSON object of ``--json``)."""
-    from vllm_platform_template.cli.environment import logs_to_stderr, select_device
+    from vllm_platform_template.cli.environment import logs_to_stderr, quiet_logs, select_device
     from vllm_platform_template.embedded_model import ensure_model
 
     select_device(None if args.stock else args.device)
     logs_to_stderr()
+    # vLLM's engine process waits this long for its workers to exit before it SIGTERMs
+    # them (a warning); its default 5 s was too short on a busy 2-core host.
+    os.environ.setdefault(WORKER_SHUTDOWN_GRACE_ENV, str(WORKER_SHUTDOWN_GRACE_S))
+    if getattr(args, "quiet", False):
+        quiet_logs()
     model_dir = args.model_dir or ensure_model(args.size)
 
     from vllm import LLM, SamplingParams
@@ -202,13 +222,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         prompts = list(args.prompts or DEFAULT_PROMPTS)
     start = time.perf_counter()
-    outputs = llm.generate(prompts, params, use_tqdm=not args.json)
+    outputs = llm.generate(
+        prompts, params, use_tqdm=not (args.json or getattr(args, "quiet", False))
+    )
     generate_s = time.perf_counter() - start
 
     tokens = [list(out.outputs[0].token_ids) for out in outputs]
     perplexity = held_out_perplexity(llm) if args.perplexity else None
     report = engine_report(llm)
+    shutdown_engine(llm)
     num_out = sum(len(t) for t in tokens)
+    startup = report.get("startup_s") or {}
     return {
         **report,
         "stock": bool(args.stock),
@@ -226,12 +250,76 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for out in outputs
         ],
         "held_out": perplexity,
+        "graph_mode_reason": graph_mode_reason(report, engine_kwargs, stock=bool(args.stock)),
         "timings": {
             "init_s": round(init_s, 3),
+            **init_split(init_s, startup),
             "generate_s": round(generate_s, 4),
             "output_tokens_per_s": round(num_out / generate_s, 2) if generate_s > 0 else None,
         },
     }
+
+
+# vLLM gives a process 5 s to exit at each step of its shutdown; on a busy 2-core host
+# the workers and the engine process took longer and were sent SIGTERM, then killed.
+WORKER_SHUTDOWN_GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
+WORKER_SHUTDOWN_GRACE_S = 30
+ENGINE_SHUTDOWN_TIMEOUT_S = 60.0  # longer than the workers' grace: the engine waits for them
+
+
+def shutdown_engine(llm: Any) -> None:
+    """Stop the engine processes now and wait for them to exit.
+
+    Left to interpreter exit, vLLM's finalizer terminates the engine process and
+    force-kills it after 5 s ("[shutdown] Process manager: force killing remaining
+    processes"), and its liveness monitor may first report it "exited
+    unexpectedly". vLLM's own callers stop an offline engine the same way
+    (``llm_engine.engine_core.shutdown``, as its tensorizer loader does).
+    """
+    llm.llm_engine.engine_core.shutdown(timeout=ENGINE_SHUTDOWN_TIMEOUT_S)
+
+
+def init_split(init_s: float, startup: dict[str, float]) -> dict[str, float]:
+    """``init_s`` (the ``vllm.LLM(...)`` call) split into what it counts.
+
+    ``startup`` is the worker's ``startup_s`` (``worker_reports.py``): model load,
+    engine init (profile run with compilation, KV cache, graph capture, warm-up:
+    vLLM's "init engine (profile, create kv cache, warmup model) took" line) and
+    compile (vLLM's "torch.compile took ... in total"). Engine start is the rest:
+    starting the engine and worker processes, imports, config, tokenizer.
+    """
+    if not startup:
+        return {}
+    return {
+        "engine_start_s": round(init_s - startup["model_load"] - startup["engine_init"], 3),
+        "model_load_s": startup["model_load"],
+        "compile_s": startup["compile"],
+        "warm_up_s": round(startup["engine_init"] - startup["compile"], 3),
+        "engine_init_s": startup["engine_init"],
+    }
+
+
+GRAPHS_ON = """--engine-args '{"compilation_config": {"cudagraph_mode": "PIECEWISE"}}'"""
+
+
+def graph_mode_reason(report: dict[str, Any], engine_kwargs: dict[str, Any], stock: bool) -> str:
+    """Why the run used the graph mode it did."""
+    from vllm_platform_template.device import device_for
+
+    mode = report.get("cudagraph_mode")
+    if stock:
+        return "stock vLLM's CPU platform captures no graphs" if mode == "NONE" else "stock vLLM"
+    if engine_kwargs.get("enforce_eager"):
+        return "--enforce-eager: no compilation, no graphs"
+    requested = (engine_kwargs.get("compilation_config") or {}).get("cudagraph_mode")
+    if requested is not None:
+        return "requested (compilation_config.cudagraph_mode)"
+    device = device_for(str(report.get("device")))
+    if device is None or device.default_graph_mode is None:
+        return "vLLM's default"
+    if device.default_graph_mode == "NONE" and device.name == "cpu":
+        return f"the CPU default (its graph emulation saves no time); on: {GRAPHS_ON}"
+    return f"the {device.name} default"
 
 
 def print_human(report: dict[str, Any]) -> None:
@@ -242,12 +330,18 @@ def print_human(report: dict[str, Any]) -> None:
         ("platform", report["platform"]),
         ("device", report["device"]),
         ("compilation", f"{report['compilation_mode']} (backend {report['compile_backend']})"),
-        ("cudagraph mode", report["cudagraph_mode"]),
+        ("graphs", graphs_row(report)),
         ("attention", ", ".join(report["attention_backends"])),
         ("decoding", f"greedy, repetition penalty {report['sampling']['repetition_penalty']}"),
     ]
     for op, entry in report["ir_ops"].items():
-        rows.append((f"ir.{op}", f"{entry.get('selected')}  (priority {entry['priority']})"))
+        callers = entry.get("called_by")
+        called = (
+            f"called by {', '.join(callers)}" if callers else "not called by this model's layers"
+        )
+        rows.append(
+            (f"ir.{op}", f"{entry.get('selected')}  (priority {entry['priority']}; {called})")
+        )
     if report.get("compile", {}).get("stage"):
         c = report["compile"]
         loaded = c["cache"]["aot_artifacts_loaded"]
@@ -257,15 +351,6 @@ def print_human(report: dict[str, Any]) -> None:
             else (f"{c['pieces']} pieces compiled in {sum(c['seconds'].values()):.1f} s")
         )
         rows.append(("compile stage", f"{c['stage']}: {done}"))
-    if report.get("graphs", {}).get("captures"):
-        g = report["graphs"]
-        captured = ",".join(g["captures"])
-        rows.append(
-            (
-                "graphs",
-                f"{g['backend']}: sizes {captured} captured, {sum(g['replays'].values())} replays",
-            )
-        )
     full = report.get("graphs", {}).get("full", {})
     if full.get("captures"):
         rows.append(
@@ -281,14 +366,58 @@ def print_human(report: dict[str, Any]) -> None:
         rows.append(
             ("perplexity", f"{h['perplexity']:.2f} on {n} tokens of {h['passage']}, unpenalized")
         )
+    warnings_row = log_warnings_row(report)
+    if warnings_row:
+        rows.append(("log warnings", warnings_row))
     t = report["timings"]
-    rows.append(("init", f"{t['init_s']:.1f} s"))
+    split = "engine_start_s" in t
+    rows.append(("init", f"{t['init_s']:.1f} s (vllm.LLM(...)){', of which:' if split else ''}"))
+    if split:
+        rows += [
+            ("  engine start", f"{t['engine_start_s']:.1f} s  processes, imports, config"),
+            ("  model load", f"{t['model_load_s']:.2f} s  the worker's load_model"),
+            ("  compile", f'{t["compile_s"]:.2f} s  vLLM: "torch.compile took ... in total"'),
+            (
+                "  warm-up",
+                f"{t['warm_up_s']:.2f} s  profile run, KV cache, warm-up; with compile "
+                f'{t["engine_init_s"]:.2f} s, vLLM\'s "init engine ... took"',
+            ),
+        ]
     rows.append(
         ("generate", f"{t['generate_s']:.3f} s, {t['output_tokens_per_s']} output tokens/s")
     )
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
+
+
+# vLLM's CPU worker advises these in LD_PRELOAD on x86 Linux (cpu_worker.py, init_device).
+CPU_PRELOAD_ADVICE = ("libtcmalloc", "libiomp")
+
+
+def log_warnings_row(report: dict[str, Any]) -> str:
+    """What the warnings left in the log (tests/e2e/test_demo_log.py) are about."""
+    if report["device"] != "cpu" or "worker_ld_preload" not in report:
+        return ""
+    missing = [lib for lib in CPU_PRELOAD_ADVICE if lib not in report["worker_ld_preload"]]
+    notes = []
+    if missing:
+        notes.append(
+            f"vLLM's CPU worker: {', '.join(missing)} not in LD_PRELOAD (optional speed-ups, "
+            "vLLM's CPU install guide)"
+        )
+    notes.append("torch's NUMA binding notice (the worker's memory stays on its CPUs' node)")
+    return "; ".join(notes)
+
+
+def graphs_row(report: dict[str, Any]) -> str:
+    """The graph mode that ran, why, and what was captured and replayed."""
+    row = f"{report['cudagraph_mode']}, {report['graph_mode_reason']}"
+    g = report.get("graphs") or {}
+    if g.get("captures"):
+        captured = ",".join(g["captures"])
+        row += f"; {g['backend']}: sizes {captured} captured, {sum(g['replays'].values())} replays"
+    return row
 
 
 def main(args: argparse.Namespace) -> int:

@@ -33,3 +33,14 @@ def select_device(device: str | None) -> None:
 def logs_to_stderr() -> None:
     """Keep stdout for the command's own output (vLLM logs to stdout by default)."""
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+
+
+def quiet_logs() -> None:
+    """Only errors on stderr, from every process of the run (they inherit the environment).
+
+    vLLM's log level (``VLLM_LOGGING_LEVEL``; vLLM reads it when it is imported)
+    and torch's C++ warnings (``TORCH_CPP_LOG_LEVEL``; vLLM's CPU kernels report
+    their NUMA memory binding through it). A level the user set is kept.
+    """
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")

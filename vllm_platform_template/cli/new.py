@@ -61,6 +61,7 @@ COPIED = (
     Entry("tools/austen_from_debian.py", "the training text train_tiny_model.py reads"),
     Entry("pyproject.toml", "packaging, entry points, lint/type/test settings (EDITS)"),
     Entry("tox.ini", "the environments .ci/run uses (TOX_SECTIONS_LEFT_OUT)"),
+    Entry("toxfile.py", "tox's inline plugin: the CPU environments share one virtualenv"),
     Entry(".ci/run", "the new project's CI (EDITS)"),
     Entry(".gitignore", "as here"),
 )

@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from vllm_platform_template.settings import CACHE_ENV
+
 from . import trained
 from .presets import PRESETS, ModelPreset
 from .tokenizer import BOS_TOKEN, EOS_TOKEN, build_tokenizer, save_tokenizer, special_token_id
@@ -80,7 +82,7 @@ def _stamp(preset: ModelPreset) -> dict:
 
 def default_cache_dir() -> Path:
     """The model cache: ``$VLLM_TEMPLATE_CACHE`` or ``~/.cache/vllm-platform-template``."""
-    root = os.environ.get("VLLM_TEMPLATE_CACHE")
+    root = os.environ.get(CACHE_ENV)
     if root:
         return Path(root).expanduser()
     return (
@@ -100,7 +102,7 @@ def write_model(size: str, out_dir: Path) -> Path:
     except OSError as e:
         raise OSError(
             f"cannot write the embedded model under {out_dir.parent}: {e}. "
-            "Pass --out DIR or set VLLM_TEMPLATE_CACHE to a writable directory."
+            f"Pass --out DIR or set {CACHE_ENV} to a writable directory."
         ) from e
     try:
         is_trained = trained.is_trained(preset.name)

