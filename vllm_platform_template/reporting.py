@@ -30,12 +30,20 @@ def _attention_backends(worker: Any) -> list[str]:
 
 
 def _custom_op_layers(worker: Any) -> dict[str, list[str]]:
-    """``{layer class: sorted forward methods in use}`` for the model's vLLM CustomOps."""
+    """``{layer class: sorted forward methods in use}`` for the model's vLLM CustomOps,
+    the classic ones and vLLM's hardware-agnostic ones (their own registry)."""
     from vllm.model_executor.custom_op import CustomOp
 
+    kinds: tuple[type, ...] = (CustomOp,)
+    try:
+        from vllm.model_executor.hw_agnostic.custom_op import CustomOp as HwAgnosticOp
+
+        kinds += (HwAgnosticOp,)
+    except ImportError:  # a vLLM without the hardware-agnostic layers
+        pass
     layers: dict[str, set[str]] = {}
     for module in worker.model_runner.get_model().modules():
-        if isinstance(module, CustomOp):
+        if isinstance(module, kinds):
             method = getattr(module, "_forward_method", None)
             name = getattr(method, "__name__", "?")
             layers.setdefault(type(module).__name__, set()).add(name)

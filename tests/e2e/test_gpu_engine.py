@@ -14,7 +14,8 @@ capture sizes 1-16, not vLLM's 512).
   compiler stages, compiled + the platform's default graphs (FULL_AND_PIECEWISE:
   decode steps replay FULL graphs, asserted from the runner's counts),
   FULL_DECODE_ONLY, PIECEWISE, the fused model (FULL decode graphs without
-  torch.compile), the CustomOp kernel road; a warm start calls the compiler zero times;
+  torch.compile), the CustomOp kernel road, vLLM's Transformers backend on its
+  hardware-agnostic layers; a warm start calls the compiler zero times;
   held-out perplexity equal to transformers fp32 on the CPU (the CPU backend's
   reference) within a relative 1e-4;
 - ``small`` in bf16: close to transformers bf16 on the GPU by vLLM's
@@ -209,6 +210,17 @@ def test_custom_op_road_matches(engine_runs, hf_gpu_greedy) -> None:
     assert road["custom_op_layers"]["TemplateRMSNorm"] == ["forward_oot"]
     assert road["ir_ops"]["rms_norm"]["priority"] == ["native"]
     assert_equals_transformers(road, hf_gpu_greedy)
+
+
+def test_hw_agnostic_road_matches(engine_runs, hf_gpu_greedy) -> None:
+    """vLLM's Transformers backend on its hardware-agnostic layers: the template's
+    replacements run the Triton kernels (forward_oot), tokens equal transformers."""
+    args = gpu("--enforce-eager", model_impl="transformers")
+    ours = engine_runs.run(*args, env={"VLLM_USE_HW_AGNOSTIC": "1"})
+    assert ours["model_class"].endswith("TransformersForCausalLM")
+    assert ours["custom_op_layers"]["TemplateTPAwareRMSNorm"] == ["forward_oot"]
+    assert ours["custom_op_layers"]["TemplateHwAgnosticSiluAndMul"] == ["forward_oot"]
+    assert_equals_transformers(ours, hf_gpu_greedy)
 
 
 def _perplexity(logprobs: list[float]) -> float:

@@ -8,7 +8,9 @@ enabled (``custom_ops`` contains ``all``, the template's default in eager mode)
 calls its ``forward_oot`` - which calls the device kernels.
 
 :func:`register_custom_ops` runs in every process from the general-plugin
-entry point (idempotent), before any model is built. vLLM's registry holds one
+entry point (idempotent), before any model is built. It also registers the
+replacements of vLLM's hardware-agnostic layers, a registry of their own
+(``hw_agnostic.py``: the Transformers modeling backend's road). vLLM's registry holds one
 replacement per layer and asserts on a second: where another general plugin has
 already replaced a layer, its class is kept (with a warning) and the template
 registers the others, instead of aborting every vLLM process of the pair.
@@ -50,3 +52,6 @@ def register_custom_ops() -> None:
             )  # fmt: skip
             continue
         importlib.import_module(f"{__name__}.{module}")
+    from vllm_platform_template.custom_ops.hw_agnostic import register_hw_agnostic_ops
+
+    register_hw_agnostic_ops()
