@@ -643,7 +643,11 @@ class AttentionPlan:
     part_l: torch.Tensor | None = None
 
 
-def _kv_write_launch(num_tokens: int, num_kv_heads: int, head_size: int) -> Launch:
+@functools.lru_cache(maxsize=256)
+def _kv_write_launch(
+    num_tokens: int, num_kv_heads: int, head_size: int, dtype: torch.dtype
+) -> Launch:
+    """The KV write of one shape and dtype (a Launch serves one dtype per argument)."""
     block_d = next_power_of_2(head_size)
     block_h = min(next_power_of_2(num_kv_heads), max(1, 4096 // block_d))
     return Launch(
@@ -653,14 +657,6 @@ def _kv_write_launch(num_tokens: int, num_kv_heads: int, head_size: int) -> Laun
         num_warps=4 if block_h * block_d <= 2048 else 8,
         num_stages=3,
     )
-
-
-@functools.lru_cache(maxsize=256)
-def _kv_write_launch_cached(
-    num_tokens: int, num_kv_heads: int, head_size: int, dtype: torch.dtype
-) -> Launch:
-    """One launch per shape and dtype (a Launch serves one dtype per argument)."""
-    return _kv_write_launch(num_tokens, num_kv_heads, head_size)
 
 
 def write_kv_unchecked(
@@ -675,7 +671,7 @@ def write_kv_unchecked(
     num_kv_heads, head_size = key.shape[1], key.shape[2]
     if num_tokens == 0:
         return
-    launch = _kv_write_launch_cached(num_tokens, num_kv_heads, head_size, key.dtype)
+    launch = _kv_write_launch(num_tokens, num_kv_heads, head_size, key.dtype)
     ks, vs, kcs, vcs = key.stride(), value.stride(), key_cache.stride(), value_cache.stride()
     launch(
         (key, value, key_cache, value_cache, slot_mapping),
@@ -761,7 +757,10 @@ class TritonAttentionPlanner:
         query_start_loc: torch.Tensor | None = None,
     ) -> AttentionPlan:
         """The plan of this batch shape (``seq_lens``/``query_start_loc`` are not read)."""
-        block_m = 0 if max_query_len == 1 else self._prefill_config(max_query_len).block_m
+        if max_query_len <= 1:
+            block_m = max_query_len  # 1: the decode kernel; 0 or less: nothing to attend
+        else:
+            block_m = self._prefill_config(max_query_len).block_m
         key = (num_reqs, num_tokens, block_m)
         plan = self._plans.get(key)
         if plan is None:
