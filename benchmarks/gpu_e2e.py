@@ -23,6 +23,8 @@ hand-fused model, no torch.compile: FULL_DECODE_ONLY). An engine that fails to
 start is reported and left out. ``--profile`` adds torch-profiler runs (engine
 in this process, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``) of 16 decode steps at
 batch 1 and 64: per-step wall and GPU kernel time, launches, top kernels.
+``--transformers`` times Hugging Face transformers' eager greedy decode at batch 1
+on the same shape (random bf16 weights) for the ratio against it.
 """
 
 from __future__ import annotations
@@ -117,6 +119,35 @@ def measure(probes: dict[str, EngineProbe], rounds: int) -> dict[str, Any]:
             runs[v].setdefault("prefill_tok_s", []).append(out["prefill_tok_s"])
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     return runs
+
+
+def transformers_step_ms(shape: str, batch: int = 1) -> float:
+    """Hugging Face transformers' eager decode step on the same shape (random bf16 weights)."""
+    import torch
+    from bench_shapes import shape_model_dir
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(shape_model_dir(shape))
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    ids = torch.randint(10, config.vocab_size, (batch, PROMPT), device="cuda")
+
+    def run(tokens: int) -> float:
+        torch.cuda.synchronize()
+        begin = time.perf_counter()
+        with torch.no_grad():
+            model.generate(
+                ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                pad_token_id=0,
+            )  # fmt: skip
+        torch.cuda.synchronize()
+        return time.perf_counter() - begin
+
+    run(SHORT)  # warm up
+    step = 1000 * (run(LONG) - run(SHORT)) / (LONG - SHORT)
+    model.cpu()  # give the device memory back before the engines' measurements end
+    torch.cuda.empty_cache()
+    return step
 
 
 def profile(variants: list[str], shape: str, args: argparse.Namespace, caches: dict) -> dict:
@@ -217,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.2)
     parser.add_argument("--warm-init", action="store_true", help="also time a second start")
     parser.add_argument("--profile", action="store_true", help="torch profiler runs, b1 and b64")
+    parser.add_argument(
+        "--transformers", action="store_true", help="also time transformers' eager decode, b1"
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--chart", type=Path)
     args = parser.parse_args(argv)
@@ -247,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     profiles = profile(list(probes), args.shape, args, caches) if args.profile else {}
     if profiles:
         print(json.dumps(profiles, indent=1))
+    hf_ms = transformers_step_ms(args.shape) if args.transformers else None
+    if hf_ms is not None:
+        print(f"transformers eager, batch 1: {hf_ms:.2f} ms per decode step")
+        for row in summary.values():
+            row["transformers_b1_speedup"] = hf_ms / row["step_ms_b1"]
     result = {
         "shape": args.shape,
         "rates": rates,
@@ -254,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "failed": failed,
         "profiles": profiles,
+        "transformers_step_ms_b1": hf_ms,
         "wall_s": time.perf_counter() - begin,
     }
     if args.json:
