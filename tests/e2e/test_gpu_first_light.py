@@ -56,5 +56,5 @@ def test_what_ran_is_the_folders_first_light_tier(first_light) -> None:
     assert first_light["compilation_mode"] == "NONE"
     assert first_light["cudagraph_mode"] == "NONE"
     assert first_light["attention_backends"] == ["TEMPLATE_ATTN"]
-    assert "V1 model runner" in first_light["_stderr"]
+    assert "first light: eager, V1 model runner, synchronous scheduling" in first_light["_stderr"]
     assert "Traceback" not in first_light["_stderr"]

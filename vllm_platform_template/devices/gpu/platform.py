@@ -46,6 +46,7 @@ transformers) and ``tests/e2e/test_gpu_engine.py`` (on the device: token parity)
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING
 
 import torch
@@ -53,7 +54,7 @@ from vllm.platforms.interface import DeviceCapability, Platform
 
 from vllm_platform_template.devices.gpu.availability import FOLDER, first_light_parts
 from vllm_platform_template.devices.gpu.device import DEVICE
-from vllm_platform_template.devices.gpu.identity import IDENTITY, torch_module
+from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity, torch_module
 from vllm_platform_template.log import get_logger
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
 
@@ -159,26 +160,8 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
     # --- first light: eager mode, V1 model runner ---------------------------
     @classmethod
     def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
-        """First light, before vLLM derives anything from the mode: without a kernel
-        compiler the engine runs as with ``enforce_eager`` (compilation, graphs and
-        vLLM's JIT kernel warmup all generate or launch code with it) on the V1 model
-        runner; without a graph API, no graphs."""
-        from vllm.config import CompilationMode, CUDAGraphMode
-
-        cc = vllm_config.compilation_config
-        compile_requested = cc.mode not in (None, CompilationMode.NONE)
-        graphs_requested = cc.cudagraph_mode not in (None, CUDAGraphMode.NONE)
-        if IDENTITY.kernel_compiler is None:
-            _refuse_requested(compile_requested, "compilation")
-            _refuse_requested(graphs_requested, "graph capture")
-            if vllm_config.model_config is not None:
-                vllm_config.model_config.enforce_eager = True
-            cc.mode = CompilationMode.NONE
-            vllm_config.kernel_config.enable_jit_warmup = False
-            _use_v1_model_runner()
-        if IDENTITY.graph_api is None or IDENTITY.kernel_compiler is None:
-            _refuse_requested(graphs_requested, "graph capture")
-            cc.cudagraph_mode = CUDAGraphMode.NONE
+        """First light before vLLM derives anything from the mode (:func:`first_light_defaults`)."""
+        first_light_defaults(vllm_config)
         super().apply_config_platform_defaults(vllm_config)
 
     @classmethod
@@ -206,27 +189,50 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
         cache_config = vllm_config.cache_config
         if cache_config.block_size is None:
             cache_config.block_size = DEFAULT_BLOCK_SIZE
-        if IDENTITY.kernel_compiler is None and vllm_config.scheduler_config.async_scheduling:
-            # vLLM's V1 model runner overlaps steps on torch.cuda streams only.
-            vllm_config.scheduler_config.async_scheduling = False
-            logger.info("%s: synchronous scheduling (first light: V1 model runner)", FOLDER)
 
 
-def _refuse_requested(requested: bool, what: str) -> None:
+def first_light_defaults(
+    vllm_config: VllmConfig,
+    identity: DeviceIdentity = IDENTITY,
+    environ: MutableMapping[str, str] = os.environ,
+) -> None:
+    """The config of an engine on a device whose identity leaves speed APIs out.
+
+    Without a kernel compiler the engine runs as with ``enforce_eager`` (compilation,
+    graphs and vLLM's JIT kernel warm-up all generate or launch code with it) on
+    vLLM's V1 model runner (V2 launches vLLM's Triton kernels on the device),
+    scheduling synchronously;
+    without a graph API, without graphs. What the user asked for explicitly and
+    cannot run is refused with what runs instead.
+    """
+    from vllm.config import CompilationMode, CUDAGraphMode
+
+    cc = vllm_config.compilation_config
+    compile_requested = cc.mode not in (None, CompilationMode.NONE)
+    graphs_requested = cc.cudagraph_mode not in (None, CUDAGraphMode.NONE)
+    if identity.kernel_compiler is None:
+        _refuse_requested(compile_requested, "compilation", identity)
+        chosen = environ.get(V2_MODEL_RUNNER_ENV)
+        _refuse_requested(chosen not in (None, "0"), f"{V2_MODEL_RUNNER_ENV}={chosen}", identity)
+        if vllm_config.model_config is not None:
+            vllm_config.model_config.enforce_eager = True
+        cc.mode = CompilationMode.NONE
+        vllm_config.kernel_config.enable_jit_warmup = False
+        # vLLM's V1 model runner overlaps its steps on torch.cuda streams only
+        vllm_config.scheduler_config.async_scheduling = False
+        if chosen is None:
+            environ[V2_MODEL_RUNNER_ENV] = "0"  # every process of the engine starts from here
+            for line in first_light_parts(identity):
+                logger.info("%s: %s", FOLDER, line)
+            logger.info("%s: first light: eager, V1 model runner, synchronous scheduling", FOLDER)
+    if identity.graph_api is None or identity.kernel_compiler is None:
+        _refuse_requested(graphs_requested, "graph capture", identity)
+        cc.cudagraph_mode = CUDAGraphMode.NONE
+
+
+def _refuse_requested(requested: bool, what: str, identity: DeviceIdentity) -> None:
     if requested:
-        missing = first_light_parts()
         raise ValueError(
-            f"{what} was requested, but {FOLDER} runs in first light on "
-            f"{IDENTITY.device_type}: " + "; ".join(missing)
+            f"{what} was asked for, but {FOLDER} runs in first light on {identity.device_type}: "
+            + "; ".join(first_light_parts(identity))
         )
-
-
-def _use_v1_model_runner() -> None:
-    """vLLM's Model Runner V2 launches Triton kernels on the device: V1 without Triton."""
-    chosen = os.environ.get(V2_MODEL_RUNNER_ENV)
-    if chosen not in (None, "0"):
-        _refuse_requested(True, f"Model Runner V2 ({V2_MODEL_RUNNER_ENV}={chosen})")
-    if chosen is None:
-        os.environ[V2_MODEL_RUNNER_ENV] = "0"  # in every process of the engine from here on
-        for line in first_light_parts():
-            logger.info("%s: %s", FOLDER, line)
