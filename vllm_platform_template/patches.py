@@ -51,6 +51,7 @@ class Patch:
     caller: str = ""
 
 
+# [full only] the CPU reference backend's patch
 def _accelerator_cache_without_accelerator() -> None:
     """Make ``torch.accelerator``'s cache calls no-ops in a process without an accelerator."""
     import torch
@@ -76,6 +77,7 @@ def _skip_without_accelerator(original: Callable[[], None]) -> Callable[[], None
     return call
 
 
+# [/full only]
 # vLLM modules that bind ``get_accelerator_view_from_cpu_tensor`` by name at import.
 _UVA_VIEW_USERS = (
     "vllm.utils.torch_utils",
@@ -136,6 +138,7 @@ def _oot_communicator_graph_capture() -> None:
     GroupCoordinator.graph_capture = graph_capture  # type: ignore[method-assign]
 
 
+# [full only] Ray across hosts, for the CPU reference backend
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs ``callback(module)`` right after module ``name`` is executed (once)."""
 
@@ -200,6 +203,7 @@ def _use_template_ray_workers(module: types.ModuleType) -> None:
     module.__template_patched__ = True  # type: ignore[attr-defined]
 
 
+# [/full only]
 def input_fake_mode_for_standalone_compile(
     example_inputs: list[Any],
 ) -> contextlib.AbstractContextManager:
@@ -234,6 +238,7 @@ def no_gc_during_capture() -> Iterator[None]:
             gc.enable()
 
 
+# [full only] the CPU reference backend's fast paths
 def use_packed_cpu_gemm(model: Any) -> int:
     """Pack every unquantized linear layer and the LM head for vLLM's oneDNN GEMM."""
     import torch.nn.functional as F
@@ -291,7 +296,9 @@ def use_cpu_sampler(model_runner: Any) -> None:
     top_k_top_p.forward = types.MethodType(forward_cpu, top_k_top_p)
 
 
+# [/full only]
 PATCHES: tuple[Patch, ...] = (
+    # [full only] the CPU reference backend's patches
     Patch(
         name="block_other_cpu_kernel_builds",
         why=(
@@ -335,6 +342,7 @@ PATCHES: tuple[Patch, ...] = (
         apply=_accelerator_cache_without_accelerator,
         devices=("cpu",),
     ),
+    # [/full only]
     Patch(
         name="uva_device_view",
         why=(
@@ -379,6 +387,7 @@ PATCHES: tuple[Patch, ...] = (
         apply=_oot_communicator_graph_capture,
         devices=ACCELERATORS,
     ),
+    # [full only] Ray across hosts, for the CPU reference backend
     Patch(
         name="ray_custom_resource",
         why=(
@@ -409,6 +418,7 @@ PATCHES: tuple[Patch, ...] = (
         apply=_ray_custom_resource,
         devices=("cpu",),
     ),
+    # [/full only]
     Patch(
         name="standalone_compile_input_fake_mode",
         why=(
@@ -441,6 +451,7 @@ PATCHES: tuple[Patch, ...] = (
         scope="call",
         caller="graph_wrapper/wrapper.py::TemplateGraphWrapper._capture (gc_disable)",
     ),
+    # [full only] the CPU reference backend's fast paths
     Patch(
         name="packed_cpu_gemm",
         why=(
@@ -471,6 +482,7 @@ PATCHES: tuple[Patch, ...] = (
         scope="call",
         caller="devices/cpu/worker.py::TemplateCPUWorker.init_device",
     ),
+    # [/full only]
 )
 
 

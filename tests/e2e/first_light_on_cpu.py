@@ -1,7 +1,7 @@
 """The device folder's first light on the CPU: one vLLM engine, its identity table set to ``cpu``.
 
 ``python tests/e2e/first_light_on_cpu.py [demo options]`` runs ``vllm-template
-demo --json`` in this process (vLLM's engine core and its one worker too:
+demo`` in this process (vLLM's engine core and its one worker too:
 ``VLLM_ENABLE_V1_MULTIPROCESSING=0``) with the device folder's platform, worker,
 communicator, kernel table and attention serving the CPU, so that CI proves the
 folder's first-light tier without the device (``tests/e2e/test_gpu_first_light.py``).
@@ -21,6 +21,10 @@ Nothing of the folder is replaced; what changes is what the folder reads:
   (answered from the host's memory; CPU work is synchronous) and ``torch.Event``
   (recording on the CPU is refused by torch; vLLM's own CPU model runner
   replaces it the same way).
+
+The processes the engine starts (vLLM inspects a model's class in a
+subprocess) begin with the same stand-in: ``first_light_site/sitecustomize.py``,
+first on their ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import dataclasses
 import os
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -37,6 +42,8 @@ import torch
 # vLLM's worker asks that a share of the device's memory be free at start (0.92 by
 # default); the host is shared with other processes, so the runs ask for 5% of it.
 ENGINE_ARGS = '{"gpu_memory_utilization": 0.05}'
+HERE = Path(__file__).resolve().parent
+SITE = HERE / "first_light_site"  # its sitecustomize applies the stand-in at start-up
 
 
 class HostEvent:
@@ -88,6 +95,7 @@ def give_the_cpu_a_device_runtime() -> None:
     accelerator: Any = torch.accelerator
     accelerator.synchronize = _nothing
     accelerator.empty_cache = _nothing
+    accelerator.empty_host_cache = _nothing
     accelerator.reset_peak_memory_stats = _nothing
     accelerator.memory_stats = lambda *args, **kwargs: {}
     accelerator.memory_reserved = lambda *args, **kwargs: 0
@@ -119,17 +127,24 @@ def point_the_folder_at_the_cpu() -> str:
     return package
 
 
-def main(argv: list[str]) -> int:
+def stand_in() -> None:
+    """The CPU stands in for the device in this process (idempotent)."""
     give_the_cpu_a_device_runtime()
     point_the_folder_at_the_cpu()
+
+
+def main(argv: list[str]) -> int:
+    children = [str(SITE), str(HERE), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in children if p)
+    stand_in()
     from vllm_platform_template.settings import DEVICE_ENV
 
     os.environ[DEVICE_ENV] = "cpu"
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # every part of the engine in here
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core and worker in here
     from vllm_platform_template.cli.main import main as cli
 
     engine_args = [] if "--engine-args" in argv else ["--engine-args", ENGINE_ARGS]
-    return cli(["demo", "--json", "--device", "cpu", *engine_args, *argv])
+    return cli(["demo", "--device", "cpu", *engine_args, *argv])
 
 
 if __name__ == "__main__":

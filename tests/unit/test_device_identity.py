@@ -70,7 +70,7 @@ def _spellings(path: Path) -> list[str]:
 
 def test_only_the_identity_table_names_the_device() -> None:
     files = sorted(p for p in FOLDER.rglob("*.py") if p.name != "identity.py")
-    assert len(files) > 10
+    assert len(files) >= 5
     assert [s for p in files for s in _spellings(p)] == []
 
 
@@ -141,7 +141,8 @@ def test_a_device_torch_does_not_see_is_refused_with_what_to_do() -> None:
     message = availability.problem(None, _fake_identity())
     assert message is not None
     assert f"{DEVICE_ENV}=fakedev" in message and "sees no fakedev device" in message
-    assert f"{DEVICE_ENV}=cpu" in message
+    others = [d for d in PLATFORM_QUALNAMES if d != "fakedev"]
+    assert all(f"{DEVICE_ENV}={d}" in message for d in others)
 
 
 def test_a_first_light_hook_without_its_api_is_refused_a_speed_hook_is_not(monkeypatch) -> None:

@@ -18,7 +18,7 @@ import pytest
 import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
-from vllm_platform_template.devices.gpu import platform as gpu
+from vllm_platform_template.devices.gpu import platform as folder
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.devices.gpu.worker import TemplateGPUWorker
 from vllm_platform_template.platform_plugin.activation import PLATFORM_QUALNAMES
@@ -27,7 +27,7 @@ DEVICE = IDENTITY.device_type
 
 
 def test_gpu_platform_is_a_plain_out_of_tree_platform() -> None:
-    cls = gpu.TemplateGpuPlatform
+    cls = folder.TemplateGpuPlatform
     assert PLATFORM_QUALNAMES[DEVICE] == f"{cls.__module__}.{cls.__qualname__}"
     assert issubclass(cls, Platform)
     assert [c.__name__ for c in cls.__mro__ if c.__module__.startswith("vllm.platforms")] == [
@@ -37,7 +37,7 @@ def test_gpu_platform_is_a_plain_out_of_tree_platform() -> None:
 
 
 def test_gpu_platform_identity_is_the_identity_table() -> None:
-    cls = gpu.TemplateGpuPlatform
+    cls = folder.TemplateGpuPlatform
     assert (cls.device_type, cls.device_name) == (DEVICE, DEVICE)
     assert cls.dispatch_key == IDENTITY.dispatch_key
     assert cls.dist_backend == (IDENTITY.dist_backend or "")
@@ -48,7 +48,7 @@ def test_gpu_platform_identity_is_the_identity_table() -> None:
 
 def test_gpu_worker_has_no_sleep_mode_memory_pool() -> None:
     """vLLM would reach for its CUDA-only sleep-mode allocator on an OOT platform."""
-    assert not gpu.TemplateGpuPlatform().is_sleep_mode_available()
+    assert not folder.TemplateGpuPlatform().is_sleep_mode_available()
     pool = TemplateGPUWorker._maybe_get_memory_pool_context(None, "weights")  # type: ignore[arg-type]
     with pool:
         pass
@@ -57,20 +57,21 @@ def test_gpu_worker_has_no_sleep_mode_memory_pool() -> None:
 
 def test_gpu_platform_names_its_own_worker_and_communicator() -> None:
     config = SimpleNamespace(parallel_config=SimpleNamespace(worker_cls="auto"))
-    gpu.TemplateGpuPlatform._update_worker(config)  # type: ignore[arg-type]
-    assert config.parallel_config.worker_cls == gpu.TEMPLATE_GPU_WORKER
-    assert gpu.TemplateGpuPlatform.get_device_communicator_cls() == gpu.GPU_COMMUNICATOR
+    folder.TemplateGpuPlatform._update_worker(config)  # type: ignore[arg-type]
+    assert config.parallel_config.worker_cls == folder.TEMPLATE_WORKER
+    assert folder.TemplateGpuPlatform.get_device_communicator_cls() == folder.COMMUNICATOR
 
 
-@pytest.mark.parametrize(("given", "expected"), [(None, gpu.DEFAULT_BLOCK_SIZE), (32, 32)])
+@pytest.mark.parametrize(("given", "expected"), [(None, folder.DEFAULT_BLOCK_SIZE), (32, 32)])
 def test_gpu_platform_block_size_default(given: int | None, expected: int) -> None:
     config = SimpleNamespace(cache_config=SimpleNamespace(block_size=given))
-    gpu.TemplateGpuPlatform._update_device_config(config)  # type: ignore[arg-type]
+    folder.TemplateGpuPlatform._update_device_config(config)  # type: ignore[arg-type]
     assert config.cache_config.block_size == expected
 
 
 # --- first light: a device whose identity leaves the speed tier's APIs out ------------
 FIRST_LIGHT = dataclasses.replace(IDENTITY, kernel_compiler=None, graph_api=None)
+SPEED = dataclasses.replace(IDENTITY, kernel_compiler="triton", graph_api="Graph")
 
 
 def _config(mode=None, graphs=None) -> SimpleNamespace:
@@ -86,13 +87,13 @@ def test_first_light_runs_eager_on_the_v1_model_runner_synchronously() -> None:
     from vllm.config import CompilationMode, CUDAGraphMode
 
     config, environ = _config(), {}
-    gpu.first_light_defaults(config, FIRST_LIGHT, environ)  # type: ignore[arg-type]
+    folder.first_light_defaults(config, FIRST_LIGHT, environ)  # type: ignore[arg-type]
     assert config.model_config.enforce_eager
     assert config.compilation_config.mode == CompilationMode.NONE
     assert config.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
     assert not config.kernel_config.enable_jit_warmup
     assert not config.scheduler_config.async_scheduling
-    assert environ == {gpu.V2_MODEL_RUNNER_ENV: "0"}
+    assert environ == {folder.V2_MODEL_RUNNER_ENV: "0"}
 
 
 @pytest.mark.parametrize(
@@ -110,16 +111,16 @@ def test_first_light_refuses_what_it_cannot_run_with_what_runs(mode, graphs, env
         CompilationMode[mode] if mode else None, CUDAGraphMode[graphs] if graphs else None
     )
     with pytest.raises(ValueError, match=named) as refused:
-        gpu.first_light_defaults(config, FIRST_LIGHT, environ)  # type: ignore[arg-type]
+        folder.first_light_defaults(config, FIRST_LIGHT, environ)  # type: ignore[arg-type]
     assert "first light" in str(refused.value) and "'13. Graph capture'" in str(refused.value)
 
 
 def test_a_graph_api_missing_alone_turns_graphs_off_only() -> None:
     from vllm.config import CompilationMode, CUDAGraphMode
 
-    identity = dataclasses.replace(IDENTITY, graph_api=None)
+    identity = dataclasses.replace(SPEED, graph_api=None)
     config, environ = _config(CompilationMode.VLLM_COMPILE), {}
-    gpu.first_light_defaults(config, identity, environ)  # type: ignore[arg-type]
+    folder.first_light_defaults(config, identity, environ)  # type: ignore[arg-type]
     assert config.compilation_config.mode == CompilationMode.VLLM_COMPILE
     assert config.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
     assert config.scheduler_config.async_scheduling and environ == {}
@@ -127,7 +128,7 @@ def test_a_graph_api_missing_alone_turns_graphs_off_only() -> None:
 
 def test_the_identitys_speed_apis_leave_the_config_alone() -> None:
     config, environ = _config(), {}
-    gpu.first_light_defaults(config, IDENTITY, environ)  # type: ignore[arg-type]
+    folder.first_light_defaults(config, SPEED, environ)  # type: ignore[arg-type]
     assert config == _config() and environ == {}
 
 
@@ -138,21 +139,21 @@ def test_first_light_gives_vllms_model_runner_its_slot_mapping_in_torch(monkeypa
 
     registered: list[dict] = []
     monkeypatch.setattr(dispatcher, "register_kernels", registered.append)
-    monkeypatch.setattr(gpu, "IDENTITY", FIRST_LIGHT)
-    gpu.TemplateGpuPlatform.register_triton_kernel_overrides()
+    monkeypatch.setattr(folder, "IDENTITY", FIRST_LIGHT)
+    folder.TemplateGpuPlatform.register_triton_kernel_overrides()
     assert registered == [OVERRIDES]
-    monkeypatch.setattr(gpu, "IDENTITY", dataclasses.replace(IDENTITY, kernel_compiler="triton"))
-    gpu.TemplateGpuPlatform.register_triton_kernel_overrides()
+    monkeypatch.setattr(folder, "IDENTITY", dataclasses.replace(IDENTITY, kernel_compiler="triton"))
+    folder.TemplateGpuPlatform.register_triton_kernel_overrides()
     assert registered == [OVERRIDES]  # a device with Triton runs vLLM's own kernel
 
 
 def test_a_device_module_without_cudas_properties_gets_vllms_answers(monkeypatch) -> None:
     module = SimpleNamespace(get_device_properties=lambda i: SimpleNamespace(total_memory=1 << 30))
-    monkeypatch.setattr(gpu, "torch_module", lambda: module)
-    assert gpu.TemplateGpuPlatform.get_device_capability() is None
-    assert gpu.TemplateGpuPlatform.get_device_total_memory() == 1 << 30
-    gpu.TemplateGpuPlatform.check_if_supports_dtype(torch.bfloat16)  # no capability to check
+    monkeypatch.setattr(folder, "torch_module", lambda: module)
+    assert folder.TemplateGpuPlatform.get_device_capability() is None
+    assert folder.TemplateGpuPlatform.get_device_total_memory() == 1 << 30
+    folder.TemplateGpuPlatform.check_if_supports_dtype(torch.bfloat16)  # no capability to check
     with pytest.raises(NotImplementedError):
-        gpu.TemplateGpuPlatform.get_device_uuid()
+        folder.TemplateGpuPlatform.get_device_uuid()
     with pytest.raises(NotImplementedError):
-        gpu.TemplateGpuPlatform.num_compute_units()
+        folder.TemplateGpuPlatform.num_compute_units()

@@ -7,7 +7,6 @@ from types import SimpleNamespace
 import pytest
 
 from vllm_platform_template.device import device_for
-from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.platform_plugin import policy
 from vllm_platform_template.platform_plugin.policy import (
@@ -89,6 +88,7 @@ def test_compile_sizes_filled_only_when_missing_under_vllm_compile() -> None:
     assert not policy.needs_compile_sizes(MODE_NONE, None)
 
 
+# [full only] the CPU reference backend and the CUDA folder
 def test_graph_defaults() -> None:
     cpu, gpu = device_for("cpu"), device_for(IDENTITY.device_type)
     assert cpu is not None and gpu is not None
@@ -97,6 +97,9 @@ def test_graph_defaults() -> None:
     assert cpu.max_capture_size(256, 1) == 16
     assert cpu.max_capture_size(4, 1) == 8
     assert gpu.max_capture_size(256, 1) is None
+
+
+# [/full only]
 
 
 def test_graphs_need_vllm_compile_and_no_eager() -> None:
@@ -123,6 +126,7 @@ def priorities(
     )
 
 
+# [full only] the CPU reference backend and the CUDA folder
 def test_default_ir_priorities_are_compile_aware() -> None:
     eager = priorities("cpu", MODE_NONE, "graph")
     graph = priorities("cpu", MODE_VLLM_COMPILE, "graph")
@@ -137,6 +141,10 @@ def test_default_ir_priorities_are_compile_aware() -> None:
     assert all(p == ["template_triton", "native"] for p in gpu_eager.values())
 
 
+# [/full only]
+
+
+# [full only] the CPU reference backend and the CUDA folder
 def test_ir_priorities_follow_vllms_registry() -> None:
     """Ops come from vLLM's registry: one the plugin has no kernel for stays native."""
     from vllm.ir.op import IrOp
@@ -153,6 +161,9 @@ def test_ir_priorities_follow_vllms_registry() -> None:
         assert set(device.ir_ops) <= set(registry), "an IR op a device serves left vLLM"
 
 
+# [/full only]
+
+
 def test_custom_op_road_enables_the_oot_rms_norm() -> None:
     """vLLM keys an OOT CustomOp by the replaced class's name: "+RMSNorm" enables it."""
     from vllm.model_executor.layers.layernorm import RMSNorm
@@ -165,6 +176,7 @@ def test_custom_op_road_enables_the_oot_rms_norm() -> None:
     assert [f"+{TemplateRMSNorm.name}"] == policy.custom_ops_for_road("custom_op", ["none"])
 
 
+# [full only] the CPU reference backend and the CUDA folder
 def test_custom_op_road_leaves_norms_to_the_layers() -> None:
     road = priorities("cpu", MODE_NONE, "graph", road="custom_op")
     assert road["rms_norm"] == road["fused_add_rms_norm"] == ["native"]
@@ -172,6 +184,9 @@ def test_custom_op_road_leaves_norms_to_the_layers() -> None:
     assert policy.custom_ops_for_road("custom_op", ["none"]) == ["+RMSNorm"]
     assert policy.custom_ops_for_road("custom_op", ["none", "+RMSNorm"]) == []
     assert policy.custom_ops_for_road("ir", ["none"]) == []
+
+
+# [/full only]
 
 
 def test_unknown_providers_list_the_registered_ones() -> None:
@@ -185,7 +200,14 @@ def test_unknown_providers_list_the_registered_ones() -> None:
     ]
 
 
+# [full only] the CPU reference backend and the CUDA folder
+from vllm_platform_template.devices.cpu import policy as cpu_policy  # noqa: E402
+
+
 def test_cpu_scheduler_defaults_replace_only_generic_defaults() -> None:
     assert cpu_policy.cpu_scheduler_defaults(8192, 256, 1) == (4096, 256)
     assert cpu_policy.cpu_scheduler_defaults(2048, 256, 2) == (4096, 256)
     assert cpu_policy.cpu_scheduler_defaults(1000, 256, 1) is None
+
+
+# [/full only]

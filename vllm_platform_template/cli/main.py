@@ -15,7 +15,9 @@ COMMANDS = {
     "demo": ("vllm_platform_template.cli.demo", "generate with vLLM on the template platform"),
     "tiny-model": ("vllm_platform_template.cli.tiny_model", "write the embedded model"),
     "doctor": ("vllm_platform_template.cli.doctor", "what would run here, and why"),
+    # [full only] the speed tier's benchmark
     "bench-ops": ("vllm_platform_template.cli.bench_ops", "time the IR op providers"),
+    # [/full only]
     "serve": (
         "vllm_platform_template.cli.serve",
         "vLLM's OpenAI-compatible server on the platform",

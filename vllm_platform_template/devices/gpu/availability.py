@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity
-from vllm_platform_template.settings import DEVICE_ENV
+from vllm_platform_template.settings import DEVICE_ENV, DEVICE_PACKAGES
 
 FOLDER = f"devices/{Path(__file__).parent.name}"
 GUIDE = "docs/porting-guide.md"
@@ -221,10 +221,11 @@ def problem(found_vllm: tuple[str, str] | None, identity: DeviceIdentity = IDENT
     module = identity.torch_module_or_none() if identity.present() else None
     problems = []
     if module is None:
+        others = " or ".join(f"{DEVICE_ENV}={d}" for d in DEVICE_PACKAGES if d != device)
         problems.append(
             f"torch {torch.__version__} sees no {device} device on this machine "
             f"(torch.{identity.torch_module}): run on a machine with one and its torch "
-            f"extension, or set {DEVICE_ENV}=cpu for the CPU reference backend"
+            f"extension" + (f", or set {others} for another backend" if others else "")
         )
     problems += hook_problems(identity, module)
     if not problems:

@@ -40,7 +40,7 @@ Which hook serves what (docs/porting-guide.md; tiers in ``availability.HOOKS``):
 Proven by ``tests/unit/test_gpu_platform.py`` (any machine: the shape, the
 identity and the first-light policy), ``tests/e2e/test_gpu_first_light.py``
 (first light on the CPU: the table pointed at ``cpu``, tokens equal to
-transformers) and ``tests/e2e/test_gpu_engine.py`` (on the device: token parity).
+transformers; on the device, the same engine) and the device tier's engine tests.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ if TYPE_CHECKING:
 logger = get_logger(__name__)
 
 STOCK_GPU_WORKER = "vllm.v1.worker.gpu_worker.Worker"
-TEMPLATE_GPU_WORKER = "vllm_platform_template.devices.gpu.worker.TemplateGPUWorker"
-GPU_COMMUNICATOR = "vllm_platform_template.devices.gpu.communicator.TemplateGpuCommunicator"
+TEMPLATE_WORKER = "vllm_platform_template.devices.gpu.worker.TemplateGPUWorker"
+COMMUNICATOR = "vllm_platform_template.devices.gpu.communicator.TemplateGpuCommunicator"
 # The paged KV cache's block size when the user sets none (the Triton paged-attention
 # kernel's tile; vLLM's CUDA default too).
 DEFAULT_BLOCK_SIZE = 16
@@ -80,7 +80,7 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     template_device = DEVICE
     stock_worker_cls = STOCK_GPU_WORKER
-    template_worker_cls = TEMPLATE_GPU_WORKER
+    template_worker_cls = TEMPLATE_WORKER
 
     device_name = IDENTITY.device_type
     device_type = IDENTITY.device_type
@@ -182,7 +182,7 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:
-        return GPU_COMMUNICATOR
+        return COMMUNICATOR
 
     @classmethod
     def _update_device_config(cls, vllm_config: VllmConfig) -> None:

@@ -28,7 +28,7 @@ and model runner" (first light) and "8. Model Runner V2" (speed)).
 
 Proven by ``tests/unit/test_gpu_platform.py`` (the worker and memory pool the
 platform names), ``tests/e2e/test_gpu_first_light.py`` (the worker on the CPU,
-the identity pointed at ``cpu``) and, on the device, ``tests/e2e/test_gpu_engine.py``.
+the identity pointed at ``cpu``; on the device, the same engine).
 """
 
 from __future__ import annotations
