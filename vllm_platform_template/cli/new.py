@@ -98,6 +98,7 @@ LEFT_OUT = (
     Entry("tests/upstream", "this project's selection of vLLM's tests and its known failures"),
     Entry("tests/unit/test_upstream_tests.py", "tests tools/upstream_tests.py"),
     Entry("docs/conformance.md", "this project's counts of vLLM's own tests"),
+    Entry("tools/size_table.py", "measures this project and the two shapes for its README"),
 )
 
 FIRST_LIGHT_LEFT_OUT = (
@@ -533,15 +534,15 @@ def size_table(root: Path, full: Path, first_light: Path) -> str:
         for (project, package), top in zip(projects, tops, strict=True):
             where = top.format(p=package)
             files, count = measure(project, where) if (project / where).exists() else (0, 0)
-            number = f"{count:,}".replace(",", " ")
+            number = f"{round(count, -2):,}".replace(",", " ")  # hundreds: stays true longer
             cells.append(f"{files} files, {number} lines" if files else "-")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     share = measure(first_light, "vllm_acme")[1] / measure(root, PACKAGE_DIR)[1]
     lines.append("")
     lines.append(
-        f"The first-light package is {share:.0%} of this project's; lines are non-blank lines "
-        "of code and docs, the embedded model's data files counted as files only "
-        "(`python tools/size_table.py` prints this table, `tests/unit/test_new.py` checks it)."
+        f"The first-light package is {share:.0%} of this project's. Lines: non-blank lines of "
+        "code and docs, to the hundred; the embedded model's data files count as files only. "
+        "`python tools/size_table.py` prints this table; `tests/unit/test_new.py` checks it."
     )
     return "\n".join(lines) + "\n"
 
@@ -562,6 +563,13 @@ def check_names(name: str, device: str) -> None:
 
 def _port_edits(device: str) -> tuple[Edit, ...]:
     return (
+        Edit(
+            "pyproject.toml",
+            'description = "Out-of-tree platform plugin for vLLM 0.32: one device folder '
+            '(devices/gpu) and the CPU reference backend its CI runs on."',
+            'description = "Out-of-tree platform plugin for vLLM 0.32 at first light: one device '
+            'folder (devices/gpu), proven on the CPU."',
+        ),
         Edit(
             f"{PACKAGE_DIR}/settings.py",
             '    "cuda": f"{PACKAGE}.devices.gpu",\n',
