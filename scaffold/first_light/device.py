@@ -14,7 +14,8 @@ kernel table (``ir_impls``, ``custom_ops``), the attention kernels of
 and graph defaults of the config policy. Read by
 ``vllm_platform_template.device.device_for``; imports no vLLM and no platform
 code. Proven by ``tests/e2e/test_gpu_first_light.py`` (one eager engine on
-the CPU, tokens equal to transformers) and ``tests/unit/test_policy.py``.
+the CPU, tokens equal to transformers), ``tests/unit/test_attention_backend.py``
+(the attention path) and ``tests/unit/test_custom_op_registration.py``.
 """
 
 from __future__ import annotations

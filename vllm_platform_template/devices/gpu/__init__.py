@@ -1,4 +1,4 @@
-"""The GPU backend: a plain vLLM ``Platform`` for one torch device, the shape a port copies.
+"""The GPU backend: a plain vLLM ``Platform`` for one torch device, named in ``identity.py``.
 
 The device is named in one table, ``identity.py`` (device type, torch module,
 dispatch key, distributed backend, graph API, kernel compiler, ...); every
