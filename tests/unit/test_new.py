@@ -24,6 +24,7 @@ import pytest
 
 from vllm_platform_template.cli.new import (
     COPIED,
+    EXAMPLE_TESTS,
     FIRST_LIGHT,
     FIRST_LIGHT_FILES,
     FIRST_LIGHT_LEFT_OUT,
@@ -86,6 +87,7 @@ def test_every_file_of_this_project_is_copied_or_left_out_with_a_reason() -> Non
     assert [p for p in tracked if classify(p) is None] == [], "add them to COPIED or LEFT_OUT"
     entries = (*COPIED, *LEFT_OUT, *FIRST_LIGHT_LEFT_OUT, *FIRST_LIGHT_TESTS)
     assert [e.path for e in entries if not (ROOT / e.path).exists()] == []
+    assert [p for p in EXAMPLE_TESTS if not (ROOT / p).exists()] == []
     assert all(e.why for e in entries)
     sources = [f"{FIRST_LIGHT_SOURCE}/{f}" for f in FIRST_LIGHT_FILES]
     assert [f for f in sources if not (ROOT / f).is_file()] == []
@@ -329,6 +331,7 @@ def test_examples_are_the_speed_tier_not_wired_in(generated) -> None:
              "vllm_acme/devices/gpu/graphs.py", "tests/gpu/test_triton_kernels.py")  # fmt: skip
     assert [path for path in speed if not (examples / path).exists()] == []
     assert not (examples / "vllm_acme/devices/cpu").exists()
+    assert not (examples / "tests/e2e/test_parity.py").exists()  # the CPU backend's tests
     package_and_tests = {p: t for p, t in _texts(project).items() if not p.startswith("examples")}
     assert package_and_tests == _texts(generated["npu"])  # nothing else changes
     with pytest.raises(SystemExit, match="with --device"):

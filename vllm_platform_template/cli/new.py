@@ -126,6 +126,18 @@ FIRST_LIGHT_FILES = {
     "views.py": "the device view of pinned memory, to write with the device's runtime",
 }
 FIRST_LIGHT_SOURCE = "scaffold/first_light"
+# The speed tier's tests ``--with-examples`` copies beside its code.
+EXAMPLE_TESTS = (
+    "tests/gpu",
+    "tests/unit/test_triton_kernels_interpret.py",
+    "tests/unit/test_gpu_kernel_supports.py",
+    "tests/unit/test_gpu_views.py",
+    "tests/unit/test_conformance.py",
+    "tests/unit/test_conformance_cases.py",
+    "tests/e2e/test_gpu_engine.py",
+    "tests/e2e/test_gpu_parallel.py",
+    "tests/e2e/test_gpu_serving.py",
+)
 # The tests a first-light plugin keeps: the first-light tier's, and the shared layers' that
 # need neither the CPU reference backend nor the speed tier (blocks of them are marked).
 FIRST_LIGHT_TESTS = (
@@ -245,10 +257,11 @@ EXAMPLES_README = """# Examples: the speed tier of vllm-platform-template, not w
 out: the CUDA device folder's speed tier (Triton kernels, their kernel table,
 Triton paged attention, CUDA graphs, device views of pinned memory) and the
 shared layers only the full plugin has (the hand-fused model, the IR
-providers' conformance kit, Ray across hosts, `bench-ops`), with their tests,
-at the paths they have in vllm-platform-template. Nothing imports them:
-`docs/porting-guide.md` says, hook by hook, what to take from here into the
-device folder and which test turns green when it works on your device.
+providers' conformance kit, Ray across hosts, `bench-ops`), with the CUDA
+folder's tests and the kit's, at the paths they have in vllm-platform-template.
+Nothing imports them: `docs/porting-guide.md` says, hook by hook, what to take
+from here into the device folder and which test turns green when it works on
+your device.
 """
 
 
@@ -443,13 +456,12 @@ def copied_files(root: Path, shape: str = FULL) -> Iterator[str]:
 
 
 def example_files(root: Path) -> Iterator[str]:
-    """What ``--with-examples`` copies: the full plugin's files a first-light one lacks."""
-    kept = set(copied_files(root, FIRST_LIGHT))
+    """What ``--with-examples`` copies: the speed tier a first-light plugin lacks, with its
+    tests (:data:`EXAMPLE_TESTS`); not the CPU reference backend."""
+    code = [e.path for e in FIRST_LIGHT_LEFT_OUT if not e.path.endswith("devices/cpu")]
+    wanted = (*code, *EXAMPLE_TESTS)
     for path in copied_files(root, FULL):
-        cpu = _within(path, f"{PACKAGE_DIR}/devices/cpu") or (
-            _within(path, "tests") and "cpu" in path
-        )
-        if path not in kept and not cpu:
+        if any(_within(path, top) for top in wanted):
             yield path
 
 
