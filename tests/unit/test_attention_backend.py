@@ -27,11 +27,11 @@ from vllm_platform_template.attention.registration import (
     attention_backend_qualname,
     register_attention_backend,
 )
-from vllm_platform_template.devices.gpu.device import DEVICE as GPU
+from vllm_platform_template.devices.gpu.device import DEVICE as FOLDER
 from vllm_platform_template.settings import parse_options
 
-# The GPU folder's attention kernels where its kernel table runs here, else the reference.
-GPU_PATH = GPU.attention().name if GPU.kernels_status()[0] else "reference"  # type: ignore[union-attr]
+# The device folder's attention kernels where its kernel table runs here, else the reference.
+FOLDER_PATH = FOLDER.attention().name if FOLDER.kernels_status()[0] else "reference"  # type: ignore[union-attr]
 
 # [full only] the CPU reference backend
 from vllm_platform_template.devices.cpu import attention_kernels as cpu  # noqa: E402
@@ -54,8 +54,8 @@ CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
         ("cpu", "auto", "cpu_kernels" if CPU_KERNELS_OK else "reference"),
         ("cpu", "reference", "reference"),
         # [/full only]
-        (GPU.torch_device_type, "auto", GPU_PATH),
-        (GPU.torch_device_type, "reference", "reference"),
+        (FOLDER.torch_device_type, "auto", FOLDER_PATH),
+        (FOLDER.torch_device_type, "reference", "reference"),
         ("meta", "auto", "reference"),  # no template device at all
     ],
 )

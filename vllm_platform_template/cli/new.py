@@ -251,14 +251,15 @@ NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{1,30}$")
 RESERVED_DEVICES = ("cpu", "meta", "gpu", "xpu")
 README_SOURCE = "scaffold/README.md"
 README_BLOCKS = re.compile(r"<!-- (cuda|port) -->\n(.*?)<!-- /\1 -->\n", re.DOTALL)
-EXAMPLES_README = """# Examples: the speed tier of vllm-platform-template, not wired in
+EXAMPLES_README = """# Examples: the speed tier of the vllm-platform-template project, not wired in
 
 `vllm-template new --with-examples` copied here what a first-light plugin leaves
 out: the CUDA device folder's speed tier (Triton kernels, their kernel table,
 Triton paged attention, CUDA graphs, device views of pinned memory) and the
 shared layers only the full plugin has (the hand-fused model, the IR
 providers' conformance kit, Ray across hosts, `bench-ops`), with the CUDA
-folder's tests and the kit's, at the paths they have in vllm-platform-template.
+folder's tests and the kit's, at the paths they have in the vllm-platform-template
+project.
 Nothing imports them: `docs/porting-guide.md` says, hook by hook, what to take
 from here into the device folder and which test turns green when it works on
 your device.
@@ -297,7 +298,9 @@ def project_root() -> Path:
 def renamer(name: str) -> Callable[[str], str]:
     """Rewrites this project's identities to ``name``'s: every spelling of "template".
 
-    The one "Template" that is not ours, tokenizers' ``TemplateProcessing``, is kept.
+    Kept: the one "Template" that is not ours, tokenizers' ``TemplateProcessing``,
+    and "the vllm-platform-template project", which a first-light plugin's docs
+    name as where its speed tier's examples come from.
     """
     replacements = [
         ("vllm_platform_template", f"vllm_{name}"),
@@ -306,13 +309,13 @@ def renamer(name: str) -> Callable[[str], str]:
         ("Template", name.capitalize()),
         ("template", name),
     ]
-    kept = "TemplateProcessing"
+    kept = re.compile(r"(TemplateProcessing|vllm-platform-template(?=\s+project\b))")
 
     def rename(text: str) -> str:
-        parts = text.split(kept)
+        parts = kept.split(text)  # odd indices: the kept spellings
         for old, new in replacements:
-            parts = [part.replace(old, new) for part in parts]
-        return kept.join(parts)
+            parts = [p if i % 2 else p.replace(old, new) for i, p in enumerate(parts)]
+        return "".join(parts)
 
     return rename
 
