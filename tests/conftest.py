@@ -3,9 +3,8 @@
 Tiers: ``tests/unit`` (fast, no engine), ``tests/e2e`` (marked ``e2e``; each
 engine start costs tens of seconds on a 2-core machine, so e2e tests share
 engine runs through the session-scoped fixtures in ``tests/e2e/conftest.py``),
-and the GPU tier (marked ``gpu``: ``tests/gpu`` and the ``test_gpu_*`` e2e
-files, skipped without the device). The fused Llama's kernel tests sit beside
-it (``vllm_platform_template/models/llama/tests``). This directory is on
+and the device tier (marked ``gpu``: the tests that need the device folder's
+device, skipped without it). This directory is on
 ``sys.path`` (pytest's prepend import mode), so the test helpers here
 (``hf_reference``, ``logprob_closeness``, ``engine_exit``) import by name.
 """

@@ -1,4 +1,4 @@
-"""Hugging Face transformers as the reference generator (shared by the CPU and GPU e2e tests).
+"""Hugging Face transformers as the reference generator (shared by the CPU and device e2e tests).
 
 On ``sys.path`` through ``tests/conftest.py`` (pytest's prepend import mode).
 """

@@ -29,6 +29,12 @@ the name) and the parts in ``VLLM_LEFT_OUT``; the distributions in
 platform) are not installed. ``manifest.json`` lists everything left out, why
 and how big.
 
+What ``build`` needs besides the standard library (``install`` needs nothing
+else): pip 26.0 or newer (``--uploaded-prior-to``; Python 3.11 ships pip 23.2)
+and ``packaging`` (requirements and markers of wheels) in the Python that runs
+it. Without them it stops at once with one line saying what to install, or to
+run it as ``tox -e bundle -- build ...``, an environment that brings both.
+
 The build is reproducible: pip reads one index (``--index-url``), only files
 uploaded before ``--uploaded-prior-to`` (default ``DEFAULT_UPLOADED_PRIOR_TO``),
 and neither pip's configuration files nor the ``PIP_*`` variables that choose
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -120,6 +127,9 @@ DEFAULT_UPLOADED_PRIOR_TO = "2026-11-25T00:00:00Z"
 # beside the project's tracked files (about 6 MiB), a larger one in parts of this
 # size (one call each).
 PART_MIB = 56
+# `build` needs pip with --uploaded-prior-to (pip 26.0) and packaging; tox -e bundle has both.
+MIN_PIP = (26, 0)
+BUILD_NEEDS = f"pip>={MIN_PIP[0]}.{MIN_PIP[1]}"
 # One resolution that takes longer than this is reported, not waited for.
 RESOLVE_TIMEOUT_S = 900
 
@@ -629,7 +639,27 @@ def split_archive(archive: Path, out: Path, part_mib: int) -> list[dict]:
     return parts
 
 
+def build_needs_problem(pip_found: str, packaging_found: bool) -> str | None:
+    """One line saying what ``build`` lacks in this Python (``pip --version``'s version)."""
+    try:
+        pip_ok = tuple(int(p) for p in pip_found.split(".")[:2]) >= MIN_PIP
+    except ValueError:
+        pip_ok = False
+    missing = ([] if pip_ok else [f"{BUILD_NEEDS} (found {pip_found}: no --uploaded-prior-to)"]) + (
+        [] if packaging_found else ["packaging (not installed)"]
+    )
+    if not missing:
+        return None
+    return (
+        f"tools/gpu_bundle.py build needs {' and '.join(missing)}: run `{sys.executable} -m pip "
+        f"install '{BUILD_NEEDS}' packaging`, or `tox -e bundle -- build ...`"
+    )
+
+
 def build(args: argparse.Namespace) -> None:
+    problem = build_needs_problem(pip_version(), importlib.util.find_spec("packaging") is not None)
+    if problem is not None:
+        sys.exit(problem)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     machine_list = Path(args.machine_pip_list)

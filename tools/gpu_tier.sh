@@ -111,7 +111,7 @@ run_stage() {
         # vLLM resolves its platform when these import it: the template's GPU platform, since a
         # pure-Python vLLM's own CUDA platform cannot load (no compiled vLLM on the machine).
         VLLM_TEMPLATE_DEVICE=cuda pytest_stage platform 1 -m gpu tests/unit/test_gpu_platform.py \
-            2>&1 | tee -a "$out" || rc=1
+            tests/unit/test_gpu_views.py 2>&1 | tee -a "$out" || rc=1
         VLLM_TEMPLATE_DEVICE=cuda pytest_stage communicator 1 \
             tests/unit/test_communicator_graph_capture.py 2>&1 | tee -a "$out" || rc=1
         pytest_stage conformance "$jobs" tests/unit/test_conformance.py -k template_triton \

@@ -51,6 +51,7 @@ class Patch:
     caller: str = ""
 
 
+# [full only] the CPU reference backend's patch
 def _accelerator_cache_without_accelerator() -> None:
     """Make ``torch.accelerator``'s cache calls no-ops in a process without an accelerator."""
     import torch
@@ -105,6 +106,7 @@ def _cpu_batch_defaults() -> None:
     EngineArgs.get_batch_defaults = classmethod(get_batch_defaults)  # type: ignore[method-assign,assignment]
 
 
+# [/full only]
 # vLLM modules that bind ``get_accelerator_view_from_cpu_tensor`` by name at import.
 _UVA_VIEW_USERS = (
     "vllm.utils.torch_utils",
@@ -165,6 +167,7 @@ def _oot_communicator_graph_capture() -> None:
     GroupCoordinator.graph_capture = graph_capture  # type: ignore[method-assign]
 
 
+# [full only] Ray across hosts, for the CPU reference backend
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs ``callback(module)`` right after module ``name`` is executed (once)."""
 
@@ -229,6 +232,7 @@ def _use_template_ray_workers(module: types.ModuleType) -> None:
     module.__template_patched__ = True  # type: ignore[attr-defined]
 
 
+# [/full only]
 def input_fake_mode_for_standalone_compile(
     example_inputs: list[Any],
 ) -> contextlib.AbstractContextManager:
@@ -263,6 +267,7 @@ def no_gc_during_capture() -> Iterator[None]:
             gc.enable()
 
 
+# [full only] the CPU reference backend's fast paths
 def use_packed_cpu_gemm(model: Any) -> int:
     """Pack every unquantized linear layer and the LM head for vLLM's oneDNN GEMM."""
     import torch.nn.functional as F
@@ -320,7 +325,9 @@ def use_cpu_sampler(model_runner: Any) -> None:
     top_k_top_p.forward = types.MethodType(forward_cpu, top_k_top_p)
 
 
+# [/full only]
 PATCHES: tuple[Patch, ...] = (
+    # [full only] the CPU reference backend's patches
     Patch(
         name="block_other_cpu_kernel_builds",
         why=(
@@ -383,6 +390,7 @@ PATCHES: tuple[Patch, ...] = (
         apply=_cpu_batch_defaults,
         devices=("cpu",),
     ),
+    # [/full only]
     Patch(
         name="uva_device_view",
         why=(
@@ -391,7 +399,7 @@ PATCHES: tuple[Patch, ...] = (
             "which serves CUDA/ROCm (vllm._C) and XPU and raises for every out-of-tree "
             "platform ('currently not supported in: cuda'), though the platform says pinned "
             "memory, hence UVA, is available. A template accelerator answers with "
-            "TemplateDevice.pinned_device_view (GPU: devices/gpu/views.py, a zero-copy "
+            "TemplateDevice.pinned_device_view (the GPU folder: devices/gpu/views.py, a zero-copy "
             "device view of the pinned tensor, torch only); others keep vLLM's answer."
         ),
         upstream=(
@@ -427,6 +435,7 @@ PATCHES: tuple[Patch, ...] = (
         apply=_oot_communicator_graph_capture,
         devices=ACCELERATORS,
     ),
+    # [full only] Ray across hosts, for the CPU reference backend
     Patch(
         name="ray_custom_resource",
         why=(
@@ -457,6 +466,7 @@ PATCHES: tuple[Patch, ...] = (
         apply=_ray_custom_resource,
         devices=("cpu",),
     ),
+    # [/full only]
     Patch(
         name="standalone_compile_input_fake_mode",
         why=(
@@ -489,6 +499,7 @@ PATCHES: tuple[Patch, ...] = (
         scope="call",
         caller="graph_wrapper/wrapper.py::TemplateGraphWrapper._capture (gc_disable)",
     ),
+    # [full only] the CPU reference backend's fast paths
     Patch(
         name="packed_cpu_gemm",
         why=(
@@ -519,6 +530,7 @@ PATCHES: tuple[Patch, ...] = (
         scope="call",
         caller="devices/cpu/worker.py::TemplateCPUWorker.init_device",
     ),
+    # [/full only]
 )
 
 

@@ -54,23 +54,29 @@ SUPPORTED_VLLM_VERSIONS = ("0.32.0", "0.33.0")
 PACKAGE = "vllm_platform_template"
 # torch device type (= the VLLM_TEMPLATE_DEVICE value) -> the device's folder
 DEVICE_PACKAGES = {
+    # [full only] the CPU reference backend
     "cpu": f"{PACKAGE}.devices.cpu",
+    # [/full only]
     "cuda": f"{PACKAGE}.devices.gpu",
     "xpu": f"{PACKAGE}.devices.xpu",
 }
 # the vLLM Platform class of each device, as vLLM's platform plugin entry point returns it
 PLATFORM_QUALNAMES = {
+    # [full only] the CPU reference backend
     "cpu": f"{DEVICE_PACKAGES['cpu']}.platform.TemplateCpuPlatform",
+    # [/full only]
     "cuda": f"{DEVICE_PACKAGES['cuda']}.platform.TemplateGpuPlatform",
     "xpu": f"{DEVICE_PACKAGES['xpu']}.platform.TemplateXpuPlatform",
 }
 
+# [full only] Ray across hosts, for the CPU reference backend
 # --- Ray ----------------------------------------------------------------------------
 # The Ray resource the CPU platform's workers reserve, one unit per worker
 # (``Platform.ray_device_key``): a CPU is no Ray accelerator, and Ray reserves "CPU"
 # for its own scheduling, so every Ray node that may run CPU workers declares this
 # custom resource (``ray start --resources '{"template_cpu": N}'``).
 CPU_RAY_RESOURCE = "template_cpu"
+# [/full only]
 
 # --- names vLLM resolves ----------------------------------------------------------
 COMPILER_QUALNAME = f"{PACKAGE}.compiler.TemplateCompiler"
@@ -92,7 +98,12 @@ COMPILE_KEY_CONFIG_KEY = "template_compile_key"
 # --- plugin options -------------------------------------------------------------
 CONFIG_KEY = "template"
 COMPILE_STAGES = ("graph", "fusion_only")
-MODEL_IMPLS = ("vllm", "fused")
+MODEL_IMPLS = (
+    "vllm",
+    # [full only] the hand-fused model
+    "fused",
+    # [/full only]
+)
 ATTENTION_REQUESTS = ("auto", "reference")
 KERNEL_ROADS = ("ir", "custom_op")
 

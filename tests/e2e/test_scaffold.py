@@ -1,18 +1,18 @@
 """``vllm-template new``: the generated plugins install and pass their own checks on the CPU.
 
-Both variants are generated: the default (its device folder for CUDA) and
-``--device npu`` (the same folder, identity table set to ``npu``). Each is
-installed (editable, no dependencies) into a virtualenv that sees this
+Both shapes are generated: the full plugin (``new acme``: its device folder for
+CUDA and the CPU reference backend) and the first-light plugin (``new acme
+--device npu``: the folder's first-light tier, identity table set to ``npu``).
+Each is installed (editable, no dependencies) into a virtualenv that sees this
 environment's packages through a ``.pth`` file, so vLLM is not installed
-twice, and runs its own lint (ruff) and type check (mypy). The default runs
-its whole unit tier and one engine parity run of its own e2e tier on its CPU
-backend (tiny fp32 greedy tokens equal to transformers'); the npu variant
-differs from it only in its device folder's names and identity table, so it
-runs the unit tests of that folder and of activation, and vLLM's own platform
-resolution shows the user its list of missing hooks. Independent steps of the
-two variants run side by side (the machine has few cores; mypy is one thread).
-On a machine with the device (GPU tier), the default project's own device-tier
-parity tests run too.
+twice, and runs its own lint (ruff), type check (mypy), whole unit tier and
+its own first-light test (one eager engine through the device folder with its
+identity table pointed at ``cpu``, tokens equal to transformers'); the full
+one also one engine parity run of its e2e tier on its CPU backend, and vLLM's
+own platform resolution shows the first-light one's user what activation still
+misses. Independent steps of the two run side by side (the machine has few
+cores; mypy is one thread). On a machine with the device (GPU tier), the full
+project's own device-tier parity tests run too.
 """
 
 from __future__ import annotations
@@ -27,25 +27,15 @@ from pathlib import Path
 
 import pytest
 
-from vllm_platform_template.cli.new import generate
-from vllm_platform_template.devices.gpu.availability import HOOKS
+from vllm_platform_template.cli.new import generate, port_identity
+from vllm_platform_template.devices.gpu.availability import FIRST_LIGHT, HOOKS
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 
 pytestmark = pytest.mark.e2e
 
 DEVICES = ("cuda", "npu")
+FOLDERS = {"cuda": "gpu", "npu": "npu"}  # device type -> its folder (and its tests' names)
 RUFF = Path(sys.executable).parent / "ruff"
-# The unit tests of the npu variant's device folder, its activation and layering (vLLM's
-# own resolution of its platform is test_vllm_shows_the_port_its_missing_hooks).
-PORT_UNIT_TESTS = (
-    "tests/unit/test_device_identity.py",
-    "tests/unit/test_gpu_platform.py",
-    "tests/unit/test_activation.py::test_missing_device_says_what_was_found",
-    "tests/unit/test_import_graph.py",
-    "tests/unit/test_policy.py",
-    "tests/unit/test_communicator_graph_capture.py",
-    "tests/unit/test_attention_backend.py",
-)
 
 
 class Project:
@@ -122,17 +112,24 @@ def test_generated_projects_pass_their_lint_and_type_check(projects) -> None:
 
 
 def test_generated_projects_pass_their_unit_tests(projects) -> None:
-    pytest_args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e and not gpu")
-    default, port = projects["cuda"], projects["npu"]
-    _finish(
-        [
-            ("unit tier (default)", default.start(default.python, *pytest_args, "tests/unit",
-                                                  "vllm_acme/models")),
-            ("device folder unit tests (npu)", port.start(port.python, *pytest_args,
-                                                          *PORT_UNIT_TESTS)),
-        ],
-        timeout=1200,
-    )  # fmt: skip
+    runs = []
+    for device, project in projects.items():
+        marker = f"not e2e and not {FOLDERS[device]}"  # the device tier's marker
+        args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker)
+        runs.append((f"unit tier ({device})", project.start(project.python, *args)))
+    _finish(runs, timeout=1200)
+
+
+def test_generated_projects_show_first_light_on_the_cpu(projects) -> None:
+    """Each project's own first-light test: its device folder, pointed at the CPU, one engine."""
+    runs = [
+        (f"first light ({device})", project.start(
+            project.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+            f"tests/e2e/test_{FOLDERS[device]}_first_light.py",
+        ))
+        for device, project in projects.items()
+    ]  # fmt: skip
+    _finish(runs, timeout=900)
 
 
 def test_generated_project_matches_transformers_on_its_cpu_backend(projects) -> None:
@@ -143,18 +140,19 @@ def test_generated_project_matches_transformers_on_its_cpu_backend(projects) -> 
     _finish([("engine parity (default)", run)], timeout=900)
 
 
-def test_vllm_shows_the_port_its_missing_hooks(projects) -> None:
-    """vLLM resolving the platform with ``VLLM_ACME_DEVICE=npu``: the whole to-do list."""
+def test_vllm_shows_the_port_what_first_light_still_misses(projects) -> None:
+    """vLLM resolving the platform with ``VLLM_ACME_DEVICE=npu``: the first-light to-do list."""
     project = projects["npu"]
     code = "from vllm.platforms import current_platform; current_platform.device_type"
     proc = project.start(project.python, "-c", code, env={"VLLM_ACME_DEVICE": "npu"})
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode != 0
     assert "AcmeActivationError" in output and "sees no npu device" in output, output[-3000:]
+    identity = port_identity("npu")
     for hook in HOOKS:
-        assert f"names no {hook.field} for npu; see docs/porting-guide.md, {hook.section!r}" in (
-            output
-        ), hook.name
+        refused = f"names no {hook.field} for npu; see docs/porting-guide.md, {hook.section!r}"
+        left_out = hook.field is not None and identity[hook.field] is None
+        assert (refused in output) == (left_out and hook.tier == FIRST_LIGHT), hook.name
 
 
 @pytest.mark.gpu

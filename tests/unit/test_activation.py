@@ -20,7 +20,7 @@ from vllm_platform_template.platform_plugin.activation import (
     vllm_version_problem,
 )
 
-GPU = IDENTITY.device_type  # the GPU folder's torch device (absent on the CPU test machine)
+FOLDER_DEVICE = IDENTITY.device_type  # the device folder's (absent on the CPU test machine)
 
 
 def test_unset_means_inactive() -> None:
@@ -29,10 +29,14 @@ def test_unset_means_inactive() -> None:
     assert activation.register() is None
 
 
+# [full only] the CPU reference backend
 def test_cpu_selects_cpu_platform() -> None:
     selection = select_platform({DEVICE_ENV: "CPU"})
     assert selection.problem is None
     assert selection.qualname == PLATFORM_QUALNAMES["cpu"]
+
+
+# [/full only]
 
 
 def test_unknown_device_names_the_choices() -> None:
@@ -42,10 +46,12 @@ def test_unknown_device_names_the_choices() -> None:
 
 
 def test_missing_device_says_what_was_found() -> None:
-    selection = select_platform({DEVICE_ENV: GPU})
+    selection = select_platform({DEVICE_ENV: FOLDER_DEVICE})
     assert selection.qualname == ERROR_QUALNAME
-    assert f"sees no {GPU} device" in selection.problem
-    assert f"{DEVICE_ENV}=cpu" in selection.problem
+    assert f"sees no {FOLDER_DEVICE} device" in selection.problem
+    assert all(
+        f"{DEVICE_ENV}={d}" in selection.problem for d in PLATFORM_QUALNAMES if d != FOLDER_DEVICE
+    )
 
 
 @pytest.mark.parametrize(
@@ -88,10 +94,14 @@ def _resolve_platform_in_subprocess(env_overrides: dict[str, str]) -> subprocess
     )
 
 
+# [full only] the CPU reference backend
 def test_vllm_resolves_template_platform() -> None:
     result = _resolve_platform_in_subprocess({DEVICE_ENV: "cpu"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith(PLATFORM_QUALNAMES["cpu"])
+
+
+# [/full only]
 
 
 def test_vllm_resolves_stock_platform_when_unset() -> None:
@@ -103,15 +113,17 @@ def test_vllm_resolves_stock_platform_when_unset() -> None:
 def test_user_sees_bad_device_error_through_vllm() -> None:
     # vLLM swallows exceptions from platform plugin functions; the message must
     # still reach the user when vLLM resolves the platform.
-    result = _resolve_platform_in_subprocess({DEVICE_ENV: GPU})
+    result = _resolve_platform_in_subprocess({DEVICE_ENV: FOLDER_DEVICE})
     assert result.returncode != 0
     assert "TemplateActivationError" in result.stderr
-    assert f"{DEVICE_ENV}={GPU}" in result.stderr
+    assert f"{DEVICE_ENV}={FOLDER_DEVICE}" in result.stderr
 
 
 def test_target_device_cpu_bypasses_the_plugin() -> None:
     # Documented in the README: VLLM_TARGET_DEVICE=cpu skips out-of-tree plugins.
-    result = _resolve_platform_in_subprocess({DEVICE_ENV: "cpu", "VLLM_TARGET_DEVICE": "cpu"})
+    result = _resolve_platform_in_subprocess(
+        {DEVICE_ENV: FOLDER_DEVICE, "VLLM_TARGET_DEVICE": "cpu"}
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "vllm.platforms.cpu.CpuPlatform"
 
@@ -150,6 +162,7 @@ def _second_plugin(tmp_path) -> dict[str, str]:
     return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
+# [full only] the CPU reference backend
 def test_two_active_oot_plugins_are_rejected_by_vllm(tmp_path) -> None:
     env = _second_plugin(tmp_path)
     result = _resolve_platform_in_subprocess({**env, DEVICE_ENV: "cpu"})
@@ -157,11 +170,18 @@ def test_two_active_oot_plugins_are_rejected_by_vllm(tmp_path) -> None:
     assert "Only one platform plugin can be activated" in result.stderr
 
 
+# [/full only]
+
+
+# [full only] the CPU reference backend
 def test_vllm_plugins_selects_the_template_among_several(tmp_path) -> None:
     env = _second_plugin(tmp_path)
     result = _resolve_platform_in_subprocess({**env, DEVICE_ENV: "cpu", "VLLM_PLUGINS": "template"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith(PLATFORM_QUALNAMES["cpu"])
+
+
+# [/full only]
 
 
 def test_inactive_template_leaves_another_plugin_alone(tmp_path) -> None:

@@ -27,14 +27,20 @@ from vllm_platform_template.attention.registration import (
     attention_backend_qualname,
     register_attention_backend,
 )
-from vllm_platform_template.devices.cpu import attention_kernels as cpu
-from vllm_platform_template.devices.cpu import vllm_cpu_build
-from vllm_platform_template.devices.gpu.device import DEVICE as GPU
+from vllm_platform_template.devices.gpu.device import DEVICE as FOLDER
 from vllm_platform_template.settings import parse_options
+
+# The device folder's attention kernels where its kernel table runs here, else the reference.
+FOLDER_PATH = FOLDER.attention().name if FOLDER.kernels_status()[0] else "reference"  # type: ignore[union-attr]
+
+# [full only] the CPU reference backend
+from vllm_platform_template.devices.cpu import attention_kernels as cpu  # noqa: E402
+from vllm_platform_template.devices.cpu import vllm_cpu_build  # noqa: E402
 
 vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
 
 CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
+# [/full only]
 
 # --------------------------------------------------------------------------
 # Path selection and the option behind it
@@ -44,10 +50,12 @@ CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
 @pytest.mark.parametrize(
     ("device", "requested", "expected"),
     [
+        # [full only] the CPU reference backend
         ("cpu", "auto", "cpu_kernels" if CPU_KERNELS_OK else "reference"),
         ("cpu", "reference", "reference"),
-        (GPU.torch_device_type, "auto", "triton" if GPU.kernels_status()[0] else "reference"),
-        (GPU.torch_device_type, "reference", "reference"),
+        # [/full only]
+        (FOLDER.torch_device_type, "auto", FOLDER_PATH),
+        (FOLDER.torch_device_type, "reference", "reference"),
         ("meta", "auto", "reference"),  # no template device at all
     ],
 )
@@ -56,8 +64,12 @@ def test_attention_kernels_per_device(device: str, requested: str, expected: str
     assert kernels.name == expected
 
 
+# [full only] the CPU reference backend
 def test_cpu_kernels_fall_back_for_a_head_size_they_do_not_serve() -> None:
     assert resolve_attention_kernels("cpu", "auto", torch.float32, 16, 40).name == "reference"
+
+
+# [/full only]
 
 
 def test_attention_kernels_reject_unknown_request() -> None:
@@ -117,7 +129,9 @@ def test_backend_capabilities() -> None:
         ({"has_sink": True}, "attention sinks not supported"),
         ({"use_non_causal": True}, "non-causal attention not supported"),
         ({"attn_type": AttentionType.ENCODER_ONLY}, "attention type"),
+        # [full only] the CPU reference backend's kernels serve some head sizes
         ({"head_size": 40}, "head_size not supported"),
+        # [/full only]
         ({"block_size": 8}, "block_size not supported"),
     ],
 )
@@ -244,6 +258,7 @@ def test_builder_and_impl_reference_path() -> None:
     assert torch.isfinite(output).all()
 
 
+# [full only] the CPU reference backend
 @pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
 def test_builder_and_impl_cpu_kernel_path_matches_reference() -> None:
     kernel_output, path = run_step("auto")
@@ -252,6 +267,10 @@ def test_builder_and_impl_cpu_kernel_path_matches_reference() -> None:
     torch.testing.assert_close(kernel_output, reference_output, atol=2e-5, rtol=2e-5)
 
 
+# [/full only]
+
+
+# [full only] the CPU reference backend
 @pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
 def test_builder_prepares_the_cpu_kernels_work_split_once_per_step() -> None:
     cm, _ = make_step()
@@ -260,6 +279,10 @@ def test_builder_prepares_the_cpu_kernels_work_split_once_per_step() -> None:
     assert make_builder("reference", torch.float32).build(0, cm).plan is None
 
 
+# [/full only]
+
+
+# [full only] the CPU reference backend
 @pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
 def test_impl_refuses_metadata_from_another_path() -> None:
     cm, t = make_step()
@@ -269,6 +292,9 @@ def test_impl_refuses_metadata_from_another_path() -> None:
     args = (t["query"], t["key"], t["value"], kv_cache, metadata, torch.empty_like(t["query"]))
     with pytest.raises(RuntimeError, match="disagree"):
         impl.forward(torch.nn.Module(), *args)
+
+
+# [/full only]
 
 
 def test_builder_rejects_non_causal_batches() -> None:

@@ -13,14 +13,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from vllm_platform_template.devices.cpu import attention_kernels as cpu
-from vllm_platform_template.devices.cpu import vllm_cpu_build
 from vllm_platform_template.kernels.paged_attention import reference
-
-vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
-
-CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
-needs_cpu_kernels = pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
 
 NUM_HEADS, NUM_KV_HEADS = 8, 2  # grouped-query: 4 query heads per KV head
 # (context tokens already cached, new query tokens) per request.
@@ -30,6 +23,16 @@ BATCHES = {
     "mixed": [(0, 50), (100, 1), (33, 17), (250, 1)],
 }
 TOLERANCE = {torch.float32: 2e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
+
+# [full only] the CPU reference backend
+from vllm_platform_template.devices.cpu import attention_kernels as cpu  # noqa: E402
+from vllm_platform_template.devices.cpu import vllm_cpu_build  # noqa: E402
+
+vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
+
+CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
+needs_cpu_kernels = pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
+# [/full only]
 
 
 @dataclass
@@ -135,6 +138,7 @@ def run_reference(b: Batch, kv_cache: torch.Tensor) -> torch.Tensor:
     )
 
 
+# [full only] the CPU reference backend
 def run_cpu_kernels(b: Batch, kv_cache: torch.Tensor) -> tuple[torch.Tensor, str]:
     head_size = b.query.shape[-1]
     isa = cpu.isa_for(b.query.dtype, b.block_size, head_size)
@@ -164,6 +168,9 @@ def run_cpu_kernels(b: Batch, kv_cache: torch.Tensor) -> tuple[torch.Tensor, str
         metadata,
     )
     return output, isa
+
+
+# [/full only]
 
 
 def dense_truth(b: Batch) -> torch.Tensor:
@@ -228,6 +235,7 @@ def test_reference_writer_skips_negative_slots_and_uses_plain_layout() -> None:
     assert int((key_cache != 0).any(-1).sum()) == 2 * 2  # two tokens x two heads, no more
 
 
+# [full only] the CPU reference backend
 # --------------------------------------------------------------------------
 # vLLM's CPU kernels vs the reference (each with its own cache writer)
 # --------------------------------------------------------------------------
@@ -290,6 +298,9 @@ def test_cpu_available_reports_reason() -> None:
     assert isinstance(ok, bool) and reason
 
 
+# [/full only]
+
+
 # --------------------------------------------------------------------------
 # Input validation (both paths raise ValueError before touching memory)
 # --------------------------------------------------------------------------
@@ -348,6 +359,7 @@ def test_reference_attention_rejects_bad_inputs(case: str) -> None:
         reference.paged_attention(**args)
 
 
+# [full only] the CPU reference backend
 @needs_cpu_kernels
 @pytest.mark.parametrize("case", list(BAD_ATTENTION_ARGS))
 def test_cpu_attention_rejects_bad_inputs(case: str) -> None:
@@ -358,6 +370,9 @@ def test_cpu_attention_rejects_bad_inputs(case: str) -> None:
     args["scheduler_metadata"] = torch.empty(0, dtype=torch.int8)
     with pytest.raises(ValueError, match=message):
         cpu.paged_attention(**args)
+
+
+# [/full only]
 
 
 def test_reference_attention_rejects_inconsistent_lengths() -> None:

@@ -1,11 +1,14 @@
-"""The GPU folder's identity table and what activation makes of it, on any machine.
+"""The GPU folder's identity table, its two tiers and what activation makes of them, on any machine.
 
 ``devices/gpu/identity.py`` is the one place the folder names its device: no
-other file of the folder spells a value of the table (or CUDA's). Activation
-(``availability.problem``) refuses a device whose runtime API under a hook is
-not named in the table, or not present on the machine, and names each such
-hook with its section of docs/porting-guide.md; a fake torch device module
-stands in for the device, so this runs without one.
+other file of the folder spells a value of the table (or CUDA's). The folder's
+hooks are in two tiers, named once (``availability.HOOKS``): first light, then
+speed; the folder's ``__init__`` table and docs/porting-guide.md follow them.
+Activation (``availability.problem``) refuses a device whose first-light hook
+lacks its runtime API, or whose named API is not present on the machine, and
+names each such hook with its section of the guide; a speed hook the table
+leaves out runs its first-light part instead (``first_light_parts``). A fake
+torch device module stands in for the device, so this runs without one.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from vllm_platform_template.platform_plugin.activation import (
 FOLDER = Path(availability.__file__).parent
 ROOT = FOLDER.parents[2]
 GUIDE = ROOT / "docs" / "porting-guide.md"
-HOOK_FIELDS = sorted({hook.field for hook in availability.HOOKS})
+HOOK_FIELDS = sorted({hook.field for hook in availability.HOOKS if hook.field is not None})
 # What the folder was written for: none of it may be spelled outside identity.py.
 CUDA_SPELLINGS = {"cuda", "CUDA", "nccl", "CUDA_VISIBLE_DEVICES", "CUDAGraph"}
 
@@ -67,7 +70,7 @@ def _spellings(path: Path) -> list[str]:
 
 def test_only_the_identity_table_names_the_device() -> None:
     files = sorted(p for p in FOLDER.rglob("*.py") if p.name != "identity.py")
-    assert len(files) > 10
+    assert len(files) >= 5
     assert [s for p in files for s in _spellings(p)] == []
 
 
@@ -93,14 +96,37 @@ def test_every_file_of_the_folder_names_its_vllm_hook_and_its_test() -> None:
     assert unnamed == []
 
 
-def _sections(text: str) -> set[str]:
-    return set(re.findall(r"^## (.+)$", text, flags=re.MULTILINE))
+def _sections(text: str) -> list[str]:
+    return re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
 
 
-def test_every_hook_names_a_section_of_the_porting_guide() -> None:
+def test_every_hook_names_a_section_of_the_porting_guide_in_tier_order() -> None:
     sections = _sections(GUIDE.read_text())
     missing = [hook.section for hook in availability.HOOKS if hook.section not in sections]
     assert missing == [], f"docs/porting-guide.md has no sections {missing}; it has {sections}"
+    ordered = [s for s in sections if s in {hook.section for hook in availability.HOOKS}]
+    assert ordered == [hook.section for hook in availability.HOOKS]
+
+
+def test_the_tiers_come_in_order_first_light_then_speed() -> None:
+    tiers = [hook.tier for hook in availability.HOOKS]
+    assert set(tiers) == set(availability.TIERS)
+    assert tiers == sorted(tiers, key=availability.TIERS.index)
+    numbers = [int(hook.section.split(".")[0]) for hook in availability.HOOKS]
+    assert numbers == list(range(1, len(availability.HOOKS) + 1))
+    # a speed hook the table may leave out says what runs in its place
+    assert all(h.without for h in availability.HOOKS if h.tier == availability.SPEED and h.field)
+
+
+def test_the_folders_table_marks_the_tier_of_each_hook() -> None:
+    doc = ast.get_docstring(ast.parse((FOLDER / "__init__.py").read_text())) or ""
+    rows = [re.split(r"\s{2,}", line.strip()) for line in doc.splitlines()]
+    table = [row for row in rows if row[0] in availability.TIERS]
+    assert [(tier, section, files.strip("`")) for tier, section, files in table] == [
+        (hook.tier, hook.section, hook.files) for hook in availability.HOOKS
+    ]
+    files = {f.strip("/") for hook in availability.HOOKS for f in hook.files.split(", ")}
+    assert [f for f in files if not (FOLDER / f).exists()] == []
 
 
 def _fake_device(**api: object) -> SimpleNamespace:
@@ -115,18 +141,36 @@ def test_a_device_torch_does_not_see_is_refused_with_what_to_do() -> None:
     message = availability.problem(None, _fake_identity())
     assert message is not None
     assert f"{DEVICE_ENV}=fakedev" in message and "sees no fakedev device" in message
-    assert f"{DEVICE_ENV}=cpu" in message
+    others = [d for d in PLATFORM_QUALNAMES if d != "fakedev"]
+    assert all(f"{DEVICE_ENV}={d}" in message for d in others)
 
 
-def test_each_hook_without_its_api_is_named_with_its_section(monkeypatch) -> None:
+def test_a_first_light_hook_without_its_api_is_refused_a_speed_hook_is_not(monkeypatch) -> None:
     monkeypatch.setattr(torch, "fakedev", _fake_device(), raising=False)
-    message = availability.problem(None, _fake_identity(**dict.fromkeys(HOOK_FIELDS)))
+    identity = _fake_identity(**dict.fromkeys(HOOK_FIELDS))
+    message = availability.problem(None, identity)
     assert message is not None and "sees no" not in message
     lines = message.splitlines()[1:]
-    assert len(lines) == len(availability.HOOKS)
-    for hook, line in zip(availability.HOOKS, lines, strict=True):
+    refused = [h for h in availability.HOOKS if h.field and h.tier == availability.FIRST_LIGHT]
+    assert refused and len(lines) == len(refused)
+    for hook, line in zip(refused, lines, strict=True):
         assert hook.name in line and hook.section in line and hook.files in line
         assert f"names no {hook.field} for fakedev" in line
+    parts = availability.first_light_parts(identity)
+    speed = [h for h in availability.HOOKS if h.field and h.tier == availability.SPEED]
+    assert speed and len(parts) == len(speed)
+    for hook, part in zip(speed, parts, strict=True):
+        assert hook.name in part and hook.without in part and hook.section in part
+
+
+def test_a_device_with_only_first_light_apis_activates(monkeypatch) -> None:
+    monkeypatch.setattr(torch, "fakedev", _fake_device(), raising=False)
+    first_light = {h.field for h in availability.HOOKS if h.field and h.tier == "first light"}
+    identity = _fake_identity(**{f: "gloo" if f in first_light else None for f in HOOK_FIELDS})
+    assert availability.problem(None, identity) is None
+    assert len(availability.first_light_parts(identity)) == len(
+        [h for h in availability.HOOKS if h.field and h.tier == availability.SPEED]
+    )
 
 
 def test_a_named_api_missing_on_the_machine_is_named(monkeypatch) -> None:
@@ -158,13 +202,19 @@ def test_a_device_with_every_api_activates(monkeypatch) -> None:
     assert availability.problem(None, identity) is None
 
 
-def test_activation_names_exactly_the_hooks_this_table_leaves_out(monkeypatch) -> None:
+def test_activation_names_exactly_the_first_light_hooks_this_table_leaves_out(monkeypatch) -> None:
     """The entry point on a machine where the device and every named API are present."""
     monkeypatch.setattr(torch, IDENTITY.torch_module, _fake_device(), raising=False)
     present = [dataclasses.replace(h, missing_here=lambda *a: None) for h in availability.HOOKS]
     monkeypatch.setattr(availability, "HOOKS", tuple(present))
     selection = select_platform({DEVICE_ENV: IDENTITY.device_type})
-    left_out = [hook for hook in present if getattr(IDENTITY, hook.field) is None]
+    left_out = [
+        hook
+        for hook in present
+        if hook.field
+        and hook.tier == availability.FIRST_LIGHT
+        and getattr(IDENTITY, hook.field) is None
+    ]
     if not left_out:
         assert selection.qualname == PLATFORM_QUALNAMES[IDENTITY.device_type]
         return

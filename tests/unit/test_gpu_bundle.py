@@ -263,3 +263,54 @@ def test_one_part_when_it_fits_and_install_joins_parts(bundle, tmp_path: Path) -
     assert (tmp_path / "target" / "vllm" / "__init__.py").read_bytes() == (
         site / "vllm" / "__init__.py"
     ).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("pip_found", "packaging_found", "says"),
+    [
+        ("23.2.1", True, ["pip>=26.0 (found 23.2.1: no --uploaded-prior-to)"]),
+        ("26.3", False, ["packaging (not installed)"]),
+        ("23.2.1", False, ["pip>=26.0 (found 23.2.1", "and packaging (not installed)"]),
+        ("unknown", True, ["pip>=26.0 (found unknown"]),
+    ],
+)
+def test_build_says_in_one_line_what_it_lacks(bundle, pip_found, packaging_found, says) -> None:
+    problem = bundle.build_needs_problem(pip_found, packaging_found)
+    assert problem is not None and "\n" not in problem
+    assert all(part in problem for part in says)
+    assert "tox -e bundle -- build" in problem and "-m pip install 'pip>=26.0' packaging" in problem
+
+
+def test_build_runs_with_what_it_needs(bundle) -> None:
+    assert bundle.build_needs_problem("26.0", True) is None
+    assert bundle.build_needs_problem("26.3.1", True) is None
+
+
+def test_build_in_a_clean_venv_stops_with_one_line(tmp_path: Path) -> None:
+    """The pip a fresh venv gets (ensurepip's: 23.2 on Python 3.11), no packaging."""
+    import subprocess
+    import venv
+
+    venv.EnvBuilder(with_pip=True).create(tmp_path / "venv")
+    python = tmp_path / "venv" / "bin" / "python"
+    (tmp_path / "pip-list.txt").write_text("torch==2.11.0\n")
+    run = subprocess.run(
+        [str(python), str(TOOL), "build", "--vllm", "0.32.0", "--machine-pip-list",
+         str(tmp_path / "pip-list.txt"), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith("tools/gpu_bundle.py build needs ")
+    assert not (tmp_path / "out").exists()  # stopped before it did anything
+
+
+def test_tox_bundle_env_brings_what_build_needs(bundle) -> None:
+    import configparser
+
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(TOOL.parents[1] / "tox.ini")
+    deps = tox["testenv:bundle"]["deps"].split()
+    assert bundle.BUILD_NEEDS in deps and "packaging" in deps
+    assert "tools/gpu_bundle.py" in tox["testenv:bundle"]["commands"]

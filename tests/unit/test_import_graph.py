@@ -36,15 +36,19 @@ LAYERS = {
     "embedded_model": 1,
     "device": 2,
     "patches": 3,
+    # [full only] Ray across hosts
     "ray_workers": 3,
+    # [/full only]
     "compiler": 3,
     "graph_wrapper": 3,
     "attention": 3,
     "ir_impls": 3,
     "custom_ops": 3,
     "reporting": 3,
+    # [full only] the hand-fused model, the providers' conformance kit
     "models": 4,
     "conformance": 4,
+    # [/full only]
     "platform_plugin": 5,
     "devices": 6,
     "cli": 7,

@@ -1,15 +1,20 @@
 """``vllm-template new``: its manifest and what it writes, checked without installing anything.
 
-Both variants are generated once: the default (the device folder for CUDA) and
-``--device npu`` (the same folder with its identity table set to ``npu``).
-The manifest must decide every file of this project; the output must hold two
-device folders, no identity or H100 run of this project, no path that leads
-nowhere, and configuration for what it holds. ``tests/e2e/test_scaffold.py``
+Both shapes are generated once: the full plugin (``new acme``: the device
+folder for CUDA and the CPU reference backend) and the first-light plugin
+(``new acme --device npu``: the folder's first-light tier with the speed tier's
+starting points, identity table set to ``npu``), and the first-light one again
+``--with-examples``. The manifest must decide every file of this project; the
+output must hold the backends of its shape, no Triton and no CPU reference
+backend in the first-light one, names that follow its device, no identity or
+H100 run of this project, no marker, no path that leads nowhere, configuration
+for what it holds, and the sizes the README states. ``tests/e2e/test_scaffold.py``
 installs the output and runs its own checks.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import runpy
 import subprocess
@@ -19,14 +24,24 @@ import pytest
 
 from vllm_platform_template.cli.new import (
     COPIED,
+    EXAMPLE_TESTS,
+    FIRST_LIGHT,
+    FIRST_LIGHT_FILES,
+    FIRST_LIGHT_LEFT_OUT,
+    FIRST_LIGHT_SOURCE,
+    FIRST_LIGHT_TESTS,
+    FULL,
     LEFT_OUT,
     SKIPPED_PARTS,
     TOX_SECTIONS_LEFT_OUT,
     classify,
     generate,
+    measure,
     port_identity,
     renamer,
     set_identity,
+    size_table,
+    strip_markers,
 )
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 
@@ -37,14 +52,25 @@ FOLDERS = {"cuda": "gpu", "npu": "npu"}  # device type -> its folder in the gene
 H100_ALLOWED = re.compile(
     r"vllm_acme/devices/\w+/kernels/|vllm_acme/embedded_model/trained/|tools/train_tiny_model.py"
 )
+# What the renamer keeps: tokenizers' class, and where a first-light plugin's examples come from.
+KEPT = re.compile(
+    r"TemplateProcessing|the vllm-platform-template\s*$|vllm-platform-template project"
+)
 # Paths a generated file may name that are not its own (vLLM's source tree).
 UPSTREAM_PATHS = {"tests/models/utils.py"}
+
+
+# The README's size goals for the first-light plugin (issue: a port in an afternoon).
+FIRST_LIGHT_PACKAGE_SHARE = 0.55
+FIRST_LIGHT_FOLDER_LINES = 1200
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("new")
-    return {device: generate("acme", root / device, device) for device in FOLDERS}
+    made = {device: generate("acme", root / device, device) for device in FOLDERS}
+    made["examples"] = generate("acme", root / "examples", "npu", with_examples=True)
+    return made
 
 
 def _texts(project: Path) -> dict[str, str]:
@@ -63,16 +89,57 @@ def test_every_file_of_this_project_is_copied_or_left_out_with_a_reason() -> Non
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
     assert [p for p in tracked if classify(p) is None] == [], "add them to COPIED or LEFT_OUT"
-    assert [e.path for e in (*COPIED, *LEFT_OUT) if not (ROOT / e.path).exists()] == []
-    assert all(e.why for e in (*COPIED, *LEFT_OUT))
+    entries = (*COPIED, *LEFT_OUT, *FIRST_LIGHT_LEFT_OUT, *FIRST_LIGHT_TESTS)
+    assert [e.path for e in entries if not (ROOT / e.path).exists()] == []
+    assert [p for p in EXAMPLE_TESTS if not (ROOT / p).exists()] == []
+    assert all(e.why for e in entries)
+    sources = [f"{FIRST_LIGHT_SOURCE}/{f}" for f in FIRST_LIGHT_FILES]
+    assert [f for f in sources if not (ROOT / f).is_file()] == []
+    assert sorted(p for p in tracked if p.startswith(FIRST_LIGHT_SOURCE + "/")) == sorted(sources)
+
+
+def test_every_marked_block_of_this_project_is_closed() -> None:
+    """A generated file is this project's with its marked blocks stripped (cli/new.py)."""
+    try:
+        tracked = subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    marked = 0
+    for path in tracked:
+        if Path(path).suffix in (".safetensors",) or path == "vllm_platform_template/cli/new.py":
+            continue
+        text = (ROOT / path).read_text()
+        for shape in (FULL, FIRST_LIGHT):
+            strip_markers(text, shape, path)  # raises on an unbalanced marker
+        marked += "[/full only]" in text
+    assert marked >= 10
+
+
+def test_markers_strip_blocks_by_shape() -> None:
+    text = (
+        "a\n# [full only] why\nb\n# [/full only]\n"
+        "  # [first light only] c = 1\n<!-- [first light only]: d -->\n"
+        "# [template only] why\ne\n# [/template only]\nf\n"
+    )
+    assert strip_markers(text, FULL) == "a\nb\nf\n"
+    assert strip_markers(text, FIRST_LIGHT) == "a\n  c = 1\nd\nf\n"
+    with pytest.raises(SystemExit, match="unbalanced"):
+        strip_markers("# [/full only]\n", FULL, "x.py")
+    with pytest.raises(SystemExit, match="not closed"):
+        strip_markers("# [full only] why\n", FULL, "x.py")
+
+
+BACKENDS = {"cuda": ["cpu", "gpu"], "npu": ["npu"]}  # the device folders of each shape
 
 
 @pytest.mark.parametrize("device", FOLDERS)
-def test_two_backends_and_nothing_of_this_project_only(generated, device: str) -> None:
+def test_the_backends_of_its_shape_and_nothing_of_this_project_only(generated, device) -> None:
     project = generated[device]
     package = project / "vllm_acme"
     folders = sorted(p.name for p in (package / "devices").iterdir() if (p / "device.py").is_file())
-    assert folders == sorted(["cpu", FOLDERS[device]])
+    assert folders == BACKENDS[device]
     for gone in ("benchmarks", "docs/results", "docs/performance.md", "tools/gpu_bundle.py",
                  "tools/gpu_tier.sh", "vllm_acme/cli/new.py", "scaffold",
                  "tests/e2e/test_scaffold.py", "tests/unit/test_xpu_device.py"):  # fmt: skip
@@ -83,13 +150,13 @@ def test_two_backends_and_nothing_of_this_project_only(generated, device: str) -
 
 
 @pytest.mark.parametrize("device", FOLDERS)
-def test_no_identity_or_h100_run_of_this_project_is_left(generated, device: str) -> None:
+def test_no_identity_or_h100_run_or_marker_of_this_project_is_left(generated, device) -> None:
     texts = _texts(generated[device])
     leftovers = [
         f"{path}: {line.strip()}"
         for path, text in texts.items()
         for line in text.splitlines()
-        if re.search("template", line.replace("TemplateProcessing", ""), re.IGNORECASE)
+        if re.search("template", KEPT.sub("", line), re.IGNORECASE)
     ]
     assert leftovers == []
     assert [p for p in texts if "template" in p.lower()] == []
@@ -97,6 +164,8 @@ def test_no_identity_or_h100_run_of_this_project_is_left(generated, device: str)
     assert h100 == []
     assert not any(re.search(r"\bxpu\b|ipex", p, re.IGNORECASE) for p in texts)
     assert [p for p, text in texts.items() if re.search("ipex", text, re.IGNORECASE)] == []
+    markers = re.compile(r"\[/?(full only|template only|first light only)\]")
+    assert [p for p, text in texts.items() if markers.search(text)] == []
 
 
 # A path of the project (from its root, its package, or the file's own folder), with an
@@ -126,9 +195,11 @@ def _missing_references(project: Path) -> list[str]:
     return missing
 
 
-@pytest.mark.parametrize("device", FOLDERS)
+@pytest.mark.parametrize("device", [*FOLDERS, "examples"])
 def test_every_path_and_test_a_generated_file_names_exists(generated, device: str) -> None:
-    assert _missing_references(generated[device]) == []
+    missing = _missing_references(generated[device])
+    # the examples keep the paths of vllm-platform-template, where they come from
+    assert [m for m in missing if not m.startswith("examples/")] == []
 
 
 def test_the_reference_check_finds_a_missing_path_and_test(tmp_path: Path) -> None:
@@ -153,10 +224,8 @@ def test_the_port_identity_table_is_written_and_the_default_kept(generated) -> N
 def test_settings_register_the_device_folder_under_its_type(generated) -> None:
     for device, folder in FOLDERS.items():
         settings = runpy.run_path(str(generated[device] / "vllm_acme/settings.py"))
-        assert settings["DEVICE_PACKAGES"] == {
-            "cpu": "vllm_acme.devices.cpu",
-            device: f"vllm_acme.devices.{folder}",
-        }
+        cpu = {"cpu": "vllm_acme.devices.cpu"} if device == "cuda" else {}
+        assert settings["DEVICE_PACKAGES"] == {**cpu, device: f"vllm_acme.devices.{folder}"}
         qualname = settings["PLATFORM_QUALNAMES"][device]
         module, cls = qualname.rsplit(".", 1)
         source = generated[device] / (module.replace(".", "/") + ".py")
@@ -173,7 +242,10 @@ def test_configuration_holds_only_what_is_copied(generated) -> None:
     assert '"new"' not in (project / "vllm_acme/cli/main.py").read_text()
     pyproject = (project / "pyproject.toml").read_text()
     assert 'name = "vllm-acme"' in pyproject and 'acme = "vllm_acme:register"' in pyproject
-    assert "(devices/npu)" in pyproject
+    assert "at first light: one device folder (devices/npu)" in pyproject
+    assert 'testpaths = ["tests"]' in pyproject and "models" not in pyproject
+    assert "CPU_ISA" not in (project / ".ci/run").read_text()  # no CPU reference backend
+    assert "tests/e2e/first_light_on_cpu.py" in (project / "tox.ini").read_text()
     assert ((project / ".ci/run").stat().st_mode & 0o111) != 0
 
 
@@ -221,3 +293,71 @@ def test_a_non_empty_target_is_refused(tmp_path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit, match="not empty"):
         generate("acme", tmp_path)
+
+
+# --- the first-light plugin --------------------------------------------------------
+def test_a_first_light_plugin_has_no_triton_and_no_cpu_reference_backend(generated) -> None:
+    project = generated["npu"]
+    folder = project / "vllm_acme/devices/npu"
+    texts = _texts(project)
+    assert [p for p, t in texts.items() if re.search(r"^\s*(import|from) triton", t, re.M)] == []
+    assert not (project / "vllm_acme/devices/cpu").exists()
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py")) == sorted(
+        ["__init__.py", "availability.py", "communicator.py", "identity.py", "platform.py",
+         "worker.py", *FIRST_LIGHT_FILES]
+    )  # fmt: skip
+    # the kernel table is the reference kernels; attention the reference's subclass
+    kernels = (folder / "kernels/__init__.py").read_text()
+    assert "from vllm_acme.kernels.reference import" in kernels
+    assert "(ReferenceAttentionKernels)" in (folder / "attention_kernels.py").read_text()
+    tests = sorted(p.relative_to(project).as_posix() for p in (project / "tests").rglob("*.py"))
+    assert tests == sorted(renamer("acme")(e.path).replace("test_gpu_", "test_npu_")
+                           for e in FIRST_LIGHT_TESTS)  # fmt: skip
+
+
+def test_a_first_light_plugins_names_follow_its_device(generated) -> None:
+    project = generated["npu"]
+    texts = _texts(project)
+    assert [p for p in texts if "gpu" in Path(p).name] == []
+    assert [p for p, t in texts.items() if re.search(r"mark\.gpu\b|-m gpu\b|`gpu`", t)] == []
+    assert '"npu: needs the device of devices/npu' in texts["pyproject.toml"]
+    init = ast.get_docstring(ast.parse(texts["vllm_acme/devices/npu/__init__.py"])) or ""
+    assert init.startswith("The NPU backend")
+    assert "@pytest.mark.npu" in texts["tests/e2e/test_npu_first_light.py"]
+    assert "class AcmeNpuPlatform(" in texts["vllm_acme/devices/npu/platform.py"]
+
+
+def test_examples_are_the_speed_tier_not_wired_in(generated) -> None:
+    project = generated["examples"]
+    examples = project / "examples"
+    assert (examples / "README.md").is_file()
+    speed = ("vllm_acme/devices/gpu/kernels/paged_attention.py", "vllm_acme/models/llama",
+             "vllm_acme/devices/gpu/graphs.py", "tests/gpu/test_triton_kernels.py")  # fmt: skip
+    assert [path for path in speed if not (examples / path).exists()] == []
+    assert not (examples / "vllm_acme/devices/cpu").exists()
+    assert not (examples / "tests/e2e/test_parity.py").exists()  # the CPU backend's tests
+    package_and_tests = {p: t for p, t in _texts(project).items() if not p.startswith("examples")}
+    assert package_and_tests == _texts(generated["npu"])  # nothing else changes
+    with pytest.raises(SystemExit, match="with --device"):
+        generate("acme", project.parent / "no-device", with_examples=True)
+
+
+# --- sizes ---------------------------------------------------------------------------
+def test_the_first_light_plugin_meets_its_size_goals(generated) -> None:
+    share = measure(generated["npu"], "vllm_acme")[1] / measure(ROOT, "vllm_platform_template")[1]
+    assert share <= FIRST_LIGHT_PACKAGE_SHARE
+    assert measure(generated["npu"], "vllm_acme/devices/npu")[1] <= FIRST_LIGHT_FOLDER_LINES
+
+
+def test_the_readmes_size_table_is_the_generators(generated) -> None:
+    table = size_table(ROOT, generated["cuda"], generated["npu"])
+    assert table in (ROOT / "README.md").read_text(), f"README.md's size table is stale:\n{table}"
+
+
+def test_measure_counts_non_blank_lines_and_data_files_as_files(tmp_path: Path) -> None:
+    (tmp_path / "pkg/embedded_model/text").mkdir(parents=True)
+    (tmp_path / "pkg/a.py").write_text("x = 1\n\n   \ny = 2\n")
+    (tmp_path / "pkg/embedded_model/text/book.txt").write_text("many\nlines\n")
+    (tmp_path / "pkg/__pycache__").mkdir()
+    (tmp_path / "pkg/__pycache__/a.pyc").write_bytes(b"\0")
+    assert measure(tmp_path, "pkg") == (2, 2)

@@ -14,9 +14,12 @@ def test_defaults() -> None:
 
 
 def test_values() -> None:
-    options = parse_options({"template": {"compile_stage": "fusion_only", "model_impl": "fused"}})
+    options = parse_options({"template": {"compile_stage": "fusion_only", "model_impl": "vllm"}})
     assert options.compile_stage == "fusion_only"
-    assert options.model_impl == "fused"
+    assert options.model_impl == "vllm"
+    # [full only] the hand-fused model
+    assert parse_options({"template": {"model_impl": "fused"}}).model_impl == "fused"
+    # [/full only]
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ def test_every_entry_documents_itself() -> None:
         assert patch.scope in ("process", "call") and (patch.scope == "process" or patch.caller)
 
 
+# [full only] the CPU reference backend
 def test_cleanup_runs_where_the_template_cpu_platform_is_current() -> None:
     """vLLM's cleanup_dist_env_and_memory, called as its test harness calls it after each
     test (no engine built, so no general plugin loaded), finishes on the CPU platform."""
@@ -52,3 +53,6 @@ def test_cleanup_runs_where_the_template_cpu_platform_is_current() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+# [/full only]

@@ -88,6 +88,7 @@ def test_compile_sizes_filled_only_when_missing_under_vllm_compile() -> None:
     assert not policy.needs_compile_sizes(MODE_NONE, None)
 
 
+# [full only] the CPU reference backend and the CUDA folder
 def test_graph_defaults() -> None:
     cpu, gpu = device_for("cpu"), device_for(IDENTITY.device_type)
     assert cpu is not None and gpu is not None
@@ -96,6 +97,9 @@ def test_graph_defaults() -> None:
     assert cpu.max_capture_size(256, 1) == 16
     assert cpu.max_capture_size(4, 1) == 8
     assert gpu.max_capture_size(256, 1) is None
+
+
+# [/full only]
 
 
 # (device, runner, compiled, requested) -> (mode, words of the reason). Devices: "gpu" has
@@ -191,12 +195,8 @@ def test_full_graph_devices_have_attention_kernels_graphs_may_hold() -> None:
         device = device_for(device_type)
         assert device is not None
         if device.full_graphs:
-            assert device.attention is not None
-            from vllm_platform_template.devices.gpu.attention_kernels import (
-                TritonAttentionKernels,
-            )
-
-            assert device.name == "gpu" and TritonAttentionKernels.full_graphs
+            kernels = device.attention()
+            assert kernels is not None and kernels.full_graphs, device.name
 
 
 def test_compile_sizes_must_be_capture_sizes() -> None:
@@ -216,6 +216,7 @@ def priorities(
     )
 
 
+# [full only] the CPU reference backend and the CUDA folder
 def test_default_ir_priorities_are_compile_aware() -> None:
     eager = priorities("cpu", MODE_NONE, "graph")
     graph = priorities("cpu", MODE_VLLM_COMPILE, "graph")
@@ -230,6 +231,10 @@ def test_default_ir_priorities_are_compile_aware() -> None:
     assert all(p == ["template_triton", "native"] for p in gpu_eager.values())
 
 
+# [/full only]
+
+
+# [full only] the CPU reference backend and the CUDA folder
 def test_ir_priorities_follow_vllms_registry() -> None:
     """Ops come from vLLM's registry: one the plugin has no kernel for stays native."""
     from vllm.ir.op import IrOp
@@ -246,6 +251,9 @@ def test_ir_priorities_follow_vllms_registry() -> None:
         assert set(device.ir_ops) <= set(registry), "an IR op a device serves left vLLM"
 
 
+# [/full only]
+
+
 def test_custom_op_road_enables_the_oot_rms_norm() -> None:
     """vLLM keys an OOT CustomOp by the replaced class's name: "+RMSNorm" enables it."""
     from vllm.model_executor.layers.layernorm import RMSNorm
@@ -258,6 +266,7 @@ def test_custom_op_road_enables_the_oot_rms_norm() -> None:
     assert [f"+{TemplateRMSNorm.name}"] == policy.custom_ops_for_road("custom_op", ["none"])
 
 
+# [full only] the CPU reference backend and the CUDA folder
 def test_custom_op_road_leaves_norms_to_the_layers() -> None:
     road = priorities("cpu", MODE_NONE, "graph", road="custom_op")
     assert road["rms_norm"] == road["fused_add_rms_norm"] == ["native"]
@@ -265,6 +274,9 @@ def test_custom_op_road_leaves_norms_to_the_layers() -> None:
     assert policy.custom_ops_for_road("custom_op", ["none"]) == ["+RMSNorm"]
     assert policy.custom_ops_for_road("custom_op", ["none", "+RMSNorm"]) == []
     assert policy.custom_ops_for_road("ir", ["none"]) == []
+
+
+# [/full only]
 
 
 def test_unknown_providers_list_the_registered_ones() -> None:

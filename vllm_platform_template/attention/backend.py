@@ -28,7 +28,7 @@ from vllm_platform_template.attention.metadata import (
     TemplateAttentionMetadata,
     TemplateAttentionMetadataBuilder,
 )
-from vllm_platform_template.device import platform_device
+from vllm_platform_template.device import device_for
 
 if TYPE_CHECKING:
     from vllm.config.cache import CacheDType
@@ -77,10 +77,12 @@ class TemplateAttentionBackend(AttentionBackend):
 
     @classmethod
     def get_supported_head_sizes(cls) -> list[int]:
-        """The current device's attention kernels' head sizes (empty: any)."""
+        """The current device's attention kernels' head sizes (empty: any, as the reference's
+        on a platform without template device, ``attention/paths.py``)."""
         from vllm.platforms import current_platform
 
-        kernels = platform_device(current_platform).attention()
+        device = device_for(current_platform.device_type)
+        kernels = device.attention() if device is not None else None
         return list(kernels.head_sizes) if kernels is not None else []
 
     @classmethod

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported when the command runs: `--help` starts without it
+    import torch
 
 DEFAULT_SHAPES = ((1, 768), (8, 768), (128, 768), (2048, 768), (2048, 4096))
 EPS = 1e-5
@@ -46,10 +47,8 @@ class Row:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    accelerator = torch.accelerator.current_accelerator(check_available=True)
     parser.add_argument(
         "--device",
-        default=accelerator.type if accelerator is not None else "cpu",
         help="torch device type to time on (default: the accelerator torch sees, else cpu)",
     )
     parser.add_argument("--dtypes", default="float32,bfloat16")
@@ -68,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _sync(device: str) -> None:
+    import torch
+
     if device != "cpu":
         torch.get_device_module(device).synchronize()
 
@@ -91,6 +92,8 @@ def median_seconds(fn: Callable[[], Any], reset: Callable[[], None], device: str
 
 def last_level_cache_bytes(device: str) -> int | None:
     """Size of the device's last-level cache (CPU: cpu0's highest level in sysfs; CUDA: L2)."""
+    import torch
+
     if device == "cuda":
         return int(torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size)
     levels: dict[int, int] = {}
@@ -107,6 +110,8 @@ def last_level_cache_bytes(device: str) -> int | None:
 
 def copy_bandwidth(device: str, llc_bytes: int | None) -> float:
     """Bytes per second of a device-to-device copy (read + write) past the last-level cache."""
+    import torch
+
     size = max(64 << 20, 4 * (llc_bytes or 0))
     src = torch.empty(size, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
@@ -115,6 +120,8 @@ def copy_bandwidth(device: str, llc_bytes: int | None) -> float:
 
 
 def make_inputs(op: str, tokens: int, hidden: int, dtype: torch.dtype, device: str) -> tuple:
+    import torch
+
     g = torch.Generator(device="cpu").manual_seed(0)
 
     def randn(*shape: int) -> torch.Tensor:
@@ -134,6 +141,7 @@ def bytes_moved(op: str, args: tuple) -> int:
 
 
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
     from vllm.ir.op import IrOp
 
     from vllm_platform_template.cli.environment import select_device
@@ -142,6 +150,9 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     import vllm_platform_template.ir_impls  # noqa: F401
 
     kernels = None
+    if args.device is None:
+        accelerator = torch.accelerator.current_accelerator(check_available=True)
+        args.device = accelerator.type if accelerator is not None else "cpu"
     if args.device == "cpu":
         from vllm_platform_template.devices.cpu import vllm_cpu_build
 

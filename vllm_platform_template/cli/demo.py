@@ -42,6 +42,8 @@ DEFAULT_PROMPTS = (
     '"My dear Mr. Bennet," said his lady to him one day,',
     "Elizabeth walked on",
 )
+# The first backend of the registry (the CPU reference backend where there is one).
+DEFAULT_DEVICE = next(iter(DEVICE_PACKAGES))
 # Greedy decoding of the tiny model with this penalty repeats no 4-token sequence
 # within the default prompts' 32-token continuations; plain greedy (1.0) does.
 DEFAULT_REPETITION_PENALTY = 1.2
@@ -50,8 +52,8 @@ DEFAULT_REPETITION_PENALTY = 1.2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device",
-        default="cpu",
-        help=f"template backend: {', '.join(DEVICE_PACKAGES)} (default cpu)",
+        default=DEFAULT_DEVICE,
+        help=f"template backend: {', '.join(DEVICE_PACKAGES)} (default {DEFAULT_DEVICE})",
     )
     parser.add_argument(
         "--stock", action="store_true", help="run stock vLLM with the plugin inactive instead"
@@ -117,6 +119,7 @@ def checkpoint_dtype(model_dir: Path, device: str) -> str:
     """
     config = json.loads((model_dir / "config.json").read_text())
     dtype = str(config.get("dtype") or config.get("torch_dtype") or "float32")
+    # [full only] the CPU reference backend
     if dtype == "bfloat16" and device == "cpu":
         from vllm_platform_template.devices.cpu import vllm_cpu_build
 
@@ -126,6 +129,7 @@ def checkpoint_dtype(model_dir: Path, device: str) -> str:
 
             get_logger(__name__).warning("running the bf16 checkpoint in float32: %s", problem)
             return "float32"
+    # [/full only]
     return dtype
 
 

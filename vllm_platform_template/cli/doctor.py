@@ -5,12 +5,15 @@ Reports the platform and device the plugin would select (from
 kernel libraries, which build of vLLM's CPU kernels loads here and why (and how
 it runs bf16), and every vLLM IR op with its providers - each one supported or not,
 with the reason - and the provider priority lists that would apply in eager
-mode and under each compile stage.
+mode and under each compile stage; for a device folder whose identity table
+leaves speed APIs out, what runs in first light instead (its
+``availability.first_light_parts``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
 import json
 import os
@@ -64,6 +67,7 @@ def collect(device: str | None) -> dict[str, Any]:
             "VLLM_TARGET_DEVICE=cpu is set: vLLM skips every out-of-tree platform plugin"
         )
 
+    # [full only] the CPU reference backend
     from vllm_platform_template.devices.cpu import vllm_cpu_build
 
     # Before vllm.kernels, whose import makes the selected platform load a build.
@@ -76,6 +80,7 @@ def collect(device: str | None) -> dict[str, Any]:
         "bf16": vllm_cpu_build.describe_bf16(build),
         "reason": build.reason,
     }
+    # [/full only]
     import vllm.kernels  # noqa: F401  (vLLM's own providers, as Platform.import_ir_kernels)
     from vllm.ir.op import IrOp
 
@@ -96,7 +101,9 @@ def collect(device: str | None) -> dict[str, Any]:
             )
             providers[provider] = {"supported": impl.supported, "reason": reason}
         ops[name] = {"providers": providers}
-    diagnosed = selection.device if selection.device in DEVICE_PACKAGES else "cpu"
+    diagnosed = (
+        selection.device if selection.device in DEVICE_PACKAGES else next(iter(DEVICE_PACKAGES))
+    )
     diagnosed_device = device_for(diagnosed)
     assert diagnosed_device is not None
     regimes = {
@@ -120,6 +127,9 @@ def collect(device: str | None) -> dict[str, Any]:
                 ops[op_name].setdefault("priority", {})[regime] = effective
     report["ir_ops"] = ops
     report["diagnosed_device"] = diagnosed
+    # what a device folder runs in first light while its identity leaves speed APIs out
+    availability = importlib.import_module(f"{DEVICE_PACKAGES[diagnosed]}.availability")
+    report["first_light"] = list(getattr(availability, "first_light_parts", list)())
     return report
 
 
@@ -135,9 +145,15 @@ def print_human(report: dict[str, Any]) -> None:
     print("== versions")
     for name, version in report["versions"].items():
         print(f"  {name:<30} {version or '-'}")
+    # [full only] the CPU reference backend
     kernels = report["vllm_cpu_kernels"]
     print("== vLLM CPU kernels")
     print(f"  {kernels['loaded'] or 'none'}: {kernels['reason']}; bf16 {kernels['bf16']}")
+    # [/full only]
+    if report["first_light"]:
+        print(f"== first light on {report['diagnosed_device']}: the speed tier still to do")
+        for line in report["first_light"]:
+            print(f"  {line}")
     print(f"== vLLM IR ops (priorities for device {report['diagnosed_device']})")
     for op, entry in report["ir_ops"].items():
         print(f"  {op}")

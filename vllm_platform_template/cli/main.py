@@ -1,4 +1,9 @@
-"""Entry point of the ``vllm-template`` command."""
+"""Entry point of the ``vllm-template`` command.
+
+Each subcommand is a module imported only when it is chosen, so the command
+starts with the standard library and this package: ``vllm-template new`` and
+``--help`` need neither torch nor vLLM (``tests/unit/test_cli_imports.py``).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,9 @@ COMMANDS = {
     "demo": ("vllm_platform_template.cli.demo", "generate with vLLM on the template platform"),
     "tiny-model": ("vllm_platform_template.cli.tiny_model", "write the embedded model"),
     "doctor": ("vllm_platform_template.cli.doctor", "what would run here, and why"),
+    # [full only] the speed tier's benchmark
     "bench-ops": ("vllm_platform_template.cli.bench_ops", "time the IR op providers"),
+    # [/full only]
     "serve": (
         "vllm_platform_template.cli.serve",
         "vLLM's OpenAI-compatible server on the platform",
@@ -19,19 +26,25 @@ COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command's parser, with the arguments of ``command`` only (its module imported)."""
     parser = argparse.ArgumentParser(
         prog="vllm-template", description="vllm-platform-template: a vLLM platform plugin"
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
-        module.add_arguments(sub.add_parser(name, help=help_text, description=module.__doc__))
+        subparser = sub.add_parser(name, help=help_text)
+        if name == command:
+            module = importlib.import_module(module_name)
+            subparser.description = module.__doc__
+            module.add_arguments(subparser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    args = build_parser(command).parse_args(argv)
     module = importlib.import_module(COMMANDS[args.command][0])
     return int(module.main(args) or 0)
 

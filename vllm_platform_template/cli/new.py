@@ -1,30 +1,41 @@
 """``vllm-template new NAME``: a one-device vLLM platform plugin for a vendor, tested on the CPU.
 
-Writes ``vllm-NAME`` (or ``--out``): the plugin's shared layers, its CPU
-reference backend (what the new project's CI runs on) and one device folder in
-the plain-``Platform`` shape. Without ``--device`` that folder is
-``devices/gpu`` for CUDA, as here, and runs on an NVIDIA GPU as generated.
-``--device TYPE`` (a torch device type, e.g. ``npu``) makes it ``devices/TYPE``,
-whose identity table (``identity.py``) names ``TYPE`` with the ``PrivateUse1``
-dispatch key and leaves the runtime APIs the CUDA code is built on (collective
-backend, graph API, kernel compiler, device memory views) unnamed: activation
-refuses the device and lists those hooks, each with its section of
-``docs/porting-guide.md``, until the vendor provides them.
+Writes ``vllm-NAME`` (or ``--out``) in one of two shapes, by the device's tier:
+
+- without ``--device``, the *full* plugin: the shared layers, the CPU reference
+  backend its CI proves them on, and the device folder for CUDA
+  (``devices/gpu``), which runs on an NVIDIA GPU as generated (its Triton
+  kernels, CUDA graphs, NCCL);
+- ``--device TYPE`` (a torch device type, e.g. ``npu``), the *first-light*
+  plugin: a device whose identity table (``identity.py``, ``PrivateUse1``)
+  names no kernel compiler, graph API or memory-view protocol gets the folder's
+  first-light tier (identity, activation, platform, worker, communicator, the
+  reference kernels and attention, eager mode: ``availability.HOOKS``), the
+  speed tier's files as short starting points (:data:`FIRST_LIGHT_FILES`, from
+  ``scaffold/first_light``), and the shared layers without what only the full
+  plugin needs (:data:`FIRST_LIGHT_LEFT_OUT`; in shared files, the blocks
+  between ``[full only]`` markers). Its CI proves first light on the CPU: one
+  eager engine through the folder with its identity table pointed at ``cpu``
+  (``tests/e2e/test_gpu_first_light.py``), tokens equal to transformers'.
+  ``--with-examples`` adds what was left out of the speed tier under
+  ``examples/``, not wired in.
 
 What is copied, what is left out and why, and the few edits to copied files
-are :data:`COPIED`, :data:`LEFT_OUT`, :data:`EDITS` and
-:data:`TOX_SECTIONS_LEFT_OUT`. Every identity is then renamed
-(:func:`renamer`: ``vllm_platform_template`` -> ``vllm_acme``,
+are :data:`COPIED`, :data:`LEFT_OUT`, :data:`FIRST_LIGHT_LEFT_OUT`,
+:data:`FIRST_LIGHT_TESTS`, :data:`EDITS` and :data:`TOX_SECTIONS_LEFT_OUT`;
+marked blocks (:func:`strip_markers`) are the rest. Every identity is then
+renamed (:func:`renamer`: ``vllm_platform_template`` -> ``vllm_acme``,
 ``TemplateCpuPlatform`` -> ``AcmeCpuPlatform``, ``VLLM_TEMPLATE_DEVICE`` ->
 ``VLLM_ACME_DEVICE``, ``template_cpu`` -> ``acme_cpu``, ...) and, with
-``--device``, the device folder's names (:func:`device_renamer`) and its
-identity table (:func:`port_identity`). The README is written for the new
-plugin from ``scaffold/README.md``. Renamed names sort and wrap differently, so
-the new project's own ruff settings then order its imports and format it.
+``--device``, the device folder's, its tests' and its marker's names
+(:func:`device_renamer`) and its identity table (:func:`port_identity`). The
+README is written for the new plugin from ``scaffold/README.md``. Renamed names
+sort and wrap differently, so the new project's own ruff settings then order
+its imports, drop the ones a left-out block used, and format it.
 ``tests/unit/test_new.py`` checks that the manifest covers every file of this
-project and that the output has no leftover; ``tests/e2e/test_scaffold.py``
-installs both variants and runs their own lint, type check, unit tier and a
-CPU engine parity test.
+project, that the output has no leftover and that the sizes in the README are
+the generator's (:func:`size_table`); ``tests/e2e/test_scaffold.py`` installs
+both shapes and runs their own lint, type check, unit tier and engine test.
 """
 
 from __future__ import annotations
@@ -88,6 +99,75 @@ LEFT_OUT = (
     Entry("tests/upstream", "this project's selection of vLLM's tests and its known failures"),
     Entry("tests/unit/test_upstream_tests.py", "tests tools/upstream_tests.py"),
     Entry("docs/conformance.md", "this project's counts of vLLM's own tests"),
+    Entry("tools/size_table.py", "measures this project and the two shapes for its README"),
+)
+
+FIRST_LIGHT_LEFT_OUT = (
+    Entry("vllm_platform_template/devices/gpu/kernels", "the Triton kernels (speed tier)"),
+    Entry("vllm_platform_template/devices/gpu/attention_kernels.py", "Triton attention (speed)"),
+    Entry("vllm_platform_template/devices/gpu/graphs.py", "CUDA graphs (speed tier)"),
+    Entry("vllm_platform_template/devices/gpu/views.py", "views by __cuda_array_interface__"),
+    Entry("vllm_platform_template/devices/gpu/device.py", "the kernel table of the Triton kernels"),
+    Entry(
+        "vllm_platform_template/devices/cpu",
+        "the CPU reference backend proves the speed tier's shared layers; first light is "
+        "proven by the device folder itself on the CPU",
+    ),
+    Entry("vllm_platform_template/models", "the hand-fused model (speed tier)"),
+    Entry("vllm_platform_template/conformance", "the IR providers' conformance kit (speed tier)"),
+    Entry("vllm_platform_template/ray_workers.py", "Ray across hosts (speed tier)"),
+    Entry("vllm_platform_template/cli/bench_ops.py", "times kernels against vLLM's (speed tier)"),
+)
+# scaffold/first_light/<file> -> the device folder's <file>: its speed tier's starting points
+FIRST_LIGHT_FILES = {
+    "device.py": "the kernel table of the reference kernels; the reference attention",
+    "kernels/__init__.py": "the reference kernels, where the device's own will go",
+    "attention_kernels.py": "the reference paged attention, to override method by method",
+    "graphs.py": "the graph backend's three methods, to write with the device's graphs",
+    "views.py": "the device view of pinned memory, to write with the device's runtime",
+}
+FIRST_LIGHT_SOURCE = "scaffold/first_light"
+# The speed tier's tests ``--with-examples`` copies beside its code.
+EXAMPLE_TESTS = (
+    "tests/gpu",
+    "tests/unit/test_triton_kernels_interpret.py",
+    "tests/unit/test_gpu_kernel_supports.py",
+    "tests/unit/test_gpu_views.py",
+    "tests/unit/test_conformance.py",
+    "tests/unit/test_conformance_cases.py",
+    "tests/e2e/test_gpu_engine.py",
+    "tests/e2e/test_gpu_parallel.py",
+    "tests/e2e/test_gpu_serving.py",
+)
+# The tests a first-light plugin keeps: the first-light tier's, and the shared layers' that
+# need neither the CPU reference backend nor the speed tier (blocks of them are marked).
+FIRST_LIGHT_TESTS = (
+    Entry("tests/conftest.py", "shared test configuration"),
+    Entry("tests/hf_reference.py", "transformers as the reference generator"),
+    Entry("tests/engine_exit.py", "the e2e fixtures' exit check"),
+    Entry("tests/logprob_closeness.py", "vLLM's logprob-closeness rule"),
+    Entry("tests/e2e/conftest.py", "the model and transformers fixtures"),
+    Entry("tests/e2e/first_light_on_cpu.py", "the device folder's first light on the CPU"),
+    Entry("tests/e2e/first_light_site/sitecustomize.py", "the same in the engine's subprocesses"),
+    Entry("tests/e2e/test_gpu_first_light.py", "first light proven: tokens equal transformers'"),
+    Entry("tests/unit/test_activation.py", "activation and vLLM's plugin resolution"),
+    Entry("tests/unit/test_attention_backend.py", "TEMPLATE_ATTN's vLLM glue"),
+    Entry("tests/unit/test_attention_kernels.py", "the reference paged attention"),
+    Entry("tests/unit/test_cli_imports.py", "the command starts with the standard library"),
+    Entry("tests/unit/test_communicator_graph_capture.py", "the communicator on gloo"),
+    Entry("tests/unit/test_compile_cache.py", "the trusted compile cache"),
+    Entry("tests/unit/test_custom_op_registration.py", "the CustomOps reach the kernel table"),
+    Entry("tests/unit/test_device_identity.py", "the identity table, the tiers, activation"),
+    Entry("tests/unit/test_embedded_model.py", "the test model"),
+    Entry("tests/unit/test_gpu_platform.py", "the platform's shape and first-light policy"),
+    Entry("tests/unit/test_import_graph.py", "imports flow one way"),
+    Entry("tests/unit/test_logprob_closeness.py", "the logprob-closeness rule"),
+    Entry("tests/unit/test_model_runner_kernels.py", "the model runner's slot mapping in torch"),
+    Entry("tests/unit/test_options.py", "the plugin's options"),
+    Entry("tests/unit/test_packaging.py", "installable extras"),
+    Entry("tests/unit/test_patch_registry.py", "the patch registry"),
+    Entry("tests/unit/test_policy.py", "the config policy's pure functions"),
+    Entry("tests/unit/test_stock_exit_abort.py", "the e2e fixtures' exit check"),
 )
 
 
@@ -160,16 +240,31 @@ TOX_SECTIONS_LEFT_OUT = {
     "testenv:bench": "benchmarks/ is left out",
     "testenv:upstream": "tools/upstream_tests.py is left out",
     "testenv:upstream-next": "tools/upstream_tests.py is left out",
+    "testenv:bundle": "tools/gpu_bundle.py is left out",
 }
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".venv"}
 BINARY_SUFFIXES = {".safetensors"}
-DEVICE_FOLDER = "vllm_platform_template/devices/gpu"
+PACKAGE_DIR = "vllm_platform_template"
+DEVICE_FOLDER = f"{PACKAGE_DIR}/devices/gpu"
 IDENTITY_FILE = f"{DEVICE_FOLDER}/identity.py"
 DEFAULT_DEVICE = "cuda"  # the device folder's torch device type here
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{1,30}$")
 RESERVED_DEVICES = ("cpu", "meta", "gpu", "xpu")
 README_SOURCE = "scaffold/README.md"
 README_BLOCKS = re.compile(r"<!-- (cuda|port) -->\n(.*?)<!-- /\1 -->\n", re.DOTALL)
+EXAMPLES_README = """# Examples: the speed tier of the vllm-platform-template project, not wired in
+
+`vllm-template new --with-examples` copied here what a first-light plugin leaves
+out: the CUDA device folder's speed tier (Triton kernels, their kernel table,
+Triton paged attention, CUDA graphs, device views of pinned memory) and the
+shared layers only the full plugin has (the hand-fused model, the IR
+providers' conformance kit, Ray across hosts, `bench-ops`), with the CUDA
+folder's tests and the kit's, at the paths they have in the vllm-platform-template
+project.
+Nothing imports them: `docs/porting-guide.md` says, hook by hook, what to take
+from here into the device folder and which test turns green when it works on
+your device.
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -178,8 +273,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device",
         default=DEFAULT_DEVICE,
-        help="your accelerator's torch device type, e.g. npu (default cuda: the device folder "
-        "runs on an NVIDIA GPU as generated)",
+        help="your accelerator's torch device type, e.g. npu: a first-light plugin (default "
+        "cuda: the full plugin, whose device folder runs on an NVIDIA GPU as generated)",
+    )
+    parser.add_argument(
+        "--with-examples",
+        action="store_true",
+        help="with --device: copy the speed tier left out of a first-light plugin to examples/",
     )
 
 
@@ -199,7 +299,9 @@ def project_root() -> Path:
 def renamer(name: str) -> Callable[[str], str]:
     """Rewrites this project's identities to ``name``'s: every spelling of "template".
 
-    The one "Template" that is not ours, tokenizers' ``TemplateProcessing``, is kept.
+    Kept: the one "Template" that is not ours, tokenizers' ``TemplateProcessing``,
+    and "the vllm-platform-template project", which a first-light plugin's docs
+    name as where its speed tier's examples come from.
     """
     replacements = [
         ("vllm_platform_template", f"vllm_{name}"),
@@ -208,23 +310,33 @@ def renamer(name: str) -> Callable[[str], str]:
         ("Template", name.capitalize()),
         ("template", name),
     ]
-    kept = "TemplateProcessing"
+    kept = re.compile(r"(TemplateProcessing|vllm-platform-template(?=\s+project\b))")
 
     def rename(text: str) -> str:
-        parts = text.split(kept)
+        parts = kept.split(text)  # odd indices: the kept spellings
         for old, new in replacements:
-            parts = [part.replace(old, new) for part in parts]
-        return kept.join(parts)
+            parts = [p if i % 2 else p.replace(old, new) for i, p in enumerate(parts)]
+        return "".join(parts)
 
     return rename
 
 
 def device_renamer(device: str) -> Callable[[str], str]:
-    """Renames the device folder (``devices/gpu`` -> ``devices/<device>``) and its classes."""
+    """Renames the device folder (``devices/gpu`` -> ``devices/<device>``), its classes, its
+    tests (``test_gpu_*``), their pytest marker and the words naming the GPU folder."""
+    upper = device.upper()
     replacements = [
         (re.compile(r"devices([./])gpu\b"), rf"devices\g<1>{device}"),
         (re.compile(r"\bTemplateGpu(?=[A-Z])"), f"Template{device.capitalize()}"),
-        (re.compile(r"\bTemplateGPU(?=[A-Z])"), f"Template{device.upper()}"),
+        (re.compile(r"\bTemplateGPU(?=[A-Z])"), f"Template{upper}"),
+        (re.compile(r"\btest_gpu_"), f"test_{device}_"),
+        (re.compile(r"\bmark\.gpu\b"), f"mark.{device}"),
+        (re.compile(r"-m gpu\b"), f"-m {device}"),
+        (re.compile(r'(["\s])not gpu(?=")'), rf"\g<1>not {device}"),
+        (re.compile(r'^(\s*)"gpu: ', re.MULTILINE), rf'\g<1>"{device}: '),
+        (re.compile(r"(`+)gpu\1"), rf"\g<1>{device}\g<1>"),
+        (re.compile(r"\bgpu-marked\b"), f"{device}-marked"),
+        (re.compile(r"\bGPU (backend|folder|tier|platform|communicator)\b"), rf"{upper} \1"),
     ]
 
     def rename(text: str) -> str:
@@ -241,7 +353,7 @@ def port_identity(device: str) -> dict[str, str | None]:
         "device_type": device,
         "torch_module": device,  # torch.<device>, registered by the device's torch extension
         "dispatch_key": "PrivateUse1",  # the key torch gives an out-of-tree device
-        "dist_backend": None,
+        "dist_backend": None,  # its collective library's torch.distributed backend (HCCL, ...)
         "graph_api": None,
         "kernel_compiler": None,
         "array_interface": None,
@@ -275,6 +387,45 @@ def set_identity(source: str, values: dict[str, str | None]) -> str:
     return "".join(lines)
 
 
+# --- marked blocks -------------------------------------------------------------------
+FULL, FIRST_LIGHT = "full", "first light"
+# `# [full only] why` ... `# [/full only]` (or `<!-- [full only] -->` ... in Markdown): left
+# out of a first-light plugin; `[template only]`: left out of every generated plugin;
+# `# [first light only] TEXT` (`<!-- [first light only]: TEXT -->`): TEXT in a first-light
+# plugin only.
+_OPEN = re.compile(r"^\s*(?:#|<!--) \[(full only|template only)\]")
+_CLOSE = re.compile(r"^\s*(?:#|<!--) \[/(full only|template only)\]")
+_FIRST_LIGHT_LINE = re.compile(r"^(\s*)# \[first light only\] (.*)$")
+_FIRST_LIGHT_MD = re.compile(r"<!-- \[first light only\]: (.*?) -->\n?", re.DOTALL)
+
+
+def strip_markers(text: str, shape: str, path: str = "") -> str:
+    """``text`` for a plugin of ``shape`` (:data:`FULL` or :data:`FIRST_LIGHT`)."""
+    dropped = {"template only"} | ({"full only"} if shape == FIRST_LIGHT else set())
+    kept: list[str] = []
+    open_block: str | None = None
+    for number, line in enumerate(text.splitlines(keepends=True), 1):
+        opened, closed = _OPEN.match(line), _CLOSE.match(line)
+        if opened or closed:
+            kind = (opened or closed).group(1)  # type: ignore[union-attr]
+            if (opened is not None) == (open_block is not None) or (closed and kind != open_block):
+                raise SystemExit(f"{path}:{number}: unbalanced [{kind}] marker")
+            open_block = kind if opened else None
+            continue
+        if open_block in dropped:
+            continue
+        first_light = _FIRST_LIGHT_LINE.match(line)
+        if first_light:
+            if shape == FIRST_LIGHT:
+                kept.append(f"{first_light.group(1)}{first_light.group(2)}\n")
+            continue
+        kept.append(line)
+    if open_block is not None:
+        raise SystemExit(f"{path}: a [{open_block}] block is not closed")
+    result = "".join(kept)
+    return _FIRST_LIGHT_MD.sub(lambda m: m.group(1) + "\n" if shape == FIRST_LIGHT else "", result)
+
+
 # --- what is copied ------------------------------------------------------------------
 def _within(path: str, entry: str) -> bool:
     return path == entry or path.startswith(entry + "/")
@@ -286,16 +437,36 @@ def classify(path: str) -> Entry | None:
     return max(entries, key=lambda e: len(e.path), default=None)
 
 
-def copied_files(root: Path) -> Iterator[str]:
-    """Every file of ``root`` the manifest copies, relative to ``root``."""
+def first_light_keeps(path: str) -> bool:
+    """Whether a first-light plugin keeps ``path`` (a file the full plugin copies)."""
+    if any(_within(path, e.path) for e in FIRST_LIGHT_LEFT_OUT):
+        return False
+    if _within(path, "tests"):
+        return any(path == e.path for e in FIRST_LIGHT_TESTS)
+    return True
+
+
+def copied_files(root: Path, shape: str = FULL) -> Iterator[str]:
+    """Every file of ``root`` the manifest copies into a plugin of ``shape``."""
     for entry in COPIED:
         top = root / entry.path
         paths = [top] if top.is_file() else sorted(top.rglob("*"))
         for path in paths:
             relative = path.relative_to(root).as_posix()
             copied = classify(relative) in COPIED
-            if path.is_file() and copied and not SKIPPED_PARTS & set(path.parts):
+            wanted = shape == FULL or first_light_keeps(relative)
+            if path.is_file() and copied and wanted and not SKIPPED_PARTS & set(path.parts):
                 yield relative
+
+
+def example_files(root: Path) -> Iterator[str]:
+    """What ``--with-examples`` copies: the speed tier a first-light plugin lacks, with its
+    tests (:data:`EXAMPLE_TESTS`); not the CPU reference backend."""
+    code = [e.path for e in FIRST_LIGHT_LEFT_OUT if not e.path.endswith("devices/cpu")]
+    wanted = (*code, *EXAMPLE_TESTS)
+    for path in copied_files(root, FULL):
+        if any(_within(path, top) for top in wanted):
+            yield path
 
 
 def _apply_edits(path: str, text: str, edits: tuple[Edit, ...]) -> str:
@@ -323,25 +494,73 @@ def drop_ini_sections(text: str, names: dict[str, str]) -> str:
 
 
 def render_readme(source: str, device: str) -> str:
-    """``scaffold/README.md`` for ``device``: its ``cuda`` or ``port`` blocks, ``@device@`` set."""
+    """``scaffold/README.md`` for ``device``: its ``cuda`` or ``port`` blocks, ``@device@`` and
+    ``@Device@`` set."""
     block = "cuda" if device == DEFAULT_DEVICE else "port"
     text = README_BLOCKS.sub(lambda m: m.group(2) if m.group(1) == block else "", source)
     if "<!--" in text:
         raise SystemExit(f"{README_SOURCE}: an unmatched block marker is left")
-    return text.replace("@device@", device)
+    return text.replace("@device@", device).replace("@Device@", device.capitalize())
 
 
 def format_project(out: Path) -> None:
-    """Sort the imports and format the code of ``out`` with its own ruff settings."""
+    """Order the imports of ``out``, drop those only left-out code used, and format it,
+    with its own ruff settings."""
     ruff = Path(sys.executable).parent / "ruff"
     command = str(ruff) if ruff.is_file() else shutil.which("ruff")
-    steps = (("check", "--fix", "--select", "I"), ("format",))
+    steps = (("check", "--fix", "--select", "I,F401"), ("format",))
     if command is None:
-        print("ruff not found: in the new project, run `ruff check --fix --select I .` and "
-              "`ruff format .` (pip install ruff)")  # fmt: skip
+        print("ruff not found: in the new project, run `ruff check --fix --select I,F401 .` "
+              "and `ruff format .` (pip install ruff)")  # fmt: skip
         return
     for step in steps:
         subprocess.run([command, *step, "--quiet", "--no-cache", "."], cwd=out, check=True)
+
+
+# --- sizes ---------------------------------------------------------------------------
+# Counted as files only: the embedded model's data (its book and its trained files).
+DATA_FILES = re.compile(r"embedded_model/(text|trained)/(?!README)")
+
+
+def measure(root: Path, top: str) -> tuple[int, int]:
+    """``(files, lines)`` under ``root/top``: non-blank lines of every text file but data."""
+    base = root / top
+    files = [p for p in ([base] if base.is_file() else base.rglob("*")) if p.is_file()]
+    files = [p for p in files if not SKIPPED_PARTS & set(p.relative_to(root).parts)]
+    lines = sum(
+        sum(1 for line in p.read_text().splitlines() if line.strip())
+        for p in files
+        if p.suffix not in BINARY_SUFFIXES and not DATA_FILES.search(p.as_posix())
+    )
+    return len(files), lines
+
+
+def size_table(root: Path, full: Path, first_light: Path) -> str:
+    """The README's size table: this project, ``new acme`` and ``new acme --device npu``."""
+    rows = [
+        ("package", ("{p}", "{p}", "{p}")),
+        ("- the device folder", ("{p}/devices/gpu", "{p}/devices/gpu", "{p}/devices/npu")),
+        ("- the CPU reference backend (`devices/cpu`)", ("{p}/devices/cpu",) * 3),
+        ("tests", ("tests",) * 3),
+    ]
+    projects = ((root, PACKAGE_DIR), (full, "vllm_acme"), (first_light, "vllm_acme"))
+    lines = ["| | this project | `new acme` | `new acme --device npu` |", "|---|---|---|---|"]
+    for label, tops in rows:
+        cells = []
+        for (project, package), top in zip(projects, tops, strict=True):
+            where = top.format(p=package)
+            files, count = measure(project, where) if (project / where).exists() else (0, 0)
+            number = f"{round(count, -2):,}".replace(",", " ")  # hundreds: stays true longer
+            cells.append(f"{files} files, {number} lines" if files else "-")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    share = measure(first_light, "vllm_acme")[1] / measure(root, PACKAGE_DIR)[1]
+    lines.append("")
+    lines.append(
+        f"The first-light package is {share:.0%} of this project's. Lines: non-blank lines of "
+        "code and docs, to the hundred; the embedded model's data files count as files only. "
+        "`python tools/size_table.py` prints this table; `tests/unit/test_new.py` checks it."
+    )
+    return "\n".join(lines) + "\n"
 
 
 # --- the command ---------------------------------------------------------------------
@@ -358,60 +577,91 @@ def check_names(name: str, device: str) -> None:
         )
 
 
-def generate(name: str, out: Path, device: str = DEFAULT_DEVICE) -> Path:
+def _port_edits(device: str) -> tuple[Edit, ...]:
+    return (
+        Edit(
+            "pyproject.toml",
+            'description = "Out-of-tree platform plugin for vLLM 0.32: one device folder '
+            '(devices/gpu) and the CPU reference backend its CI runs on."',
+            'description = "Out-of-tree platform plugin for vLLM 0.32 at first light: one device '
+            'folder (devices/gpu), proven on the CPU."',
+        ),
+        Edit(
+            f"{PACKAGE_DIR}/settings.py",
+            '    "cuda": f"{PACKAGE}.devices.gpu",\n',
+            f'    "{device}": f"{{PACKAGE}}.devices.gpu",\n',
+        ),
+        Edit(
+            f"{PACKAGE_DIR}/settings.py",
+            '    "cuda": f"{DEVICE_PACKAGES[\'cuda\']}.platform.TemplateGpuPlatform",\n',
+            f'    "{device}": f"{{DEVICE_PACKAGES[\'{device}\']}}.platform.TemplateGpuPlatform",\n',
+        ),
+    )
+
+
+def generate(
+    name: str, out: Path, device: str = DEFAULT_DEVICE, with_examples: bool = False
+) -> Path:
     """Write the new project to ``out``; returns it."""
     check_names(name, device)
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"{out} exists and is not empty; choose another --out")
-    root = project_root()
     port = device != DEFAULT_DEVICE
-    edits: tuple[Edit, ...] = EDITS
-    if port:
-        edits += (
-            Edit(
-                "vllm_platform_template/settings.py",
-                '    "cuda": f"{PACKAGE}.devices.gpu",\n',
-                f'    "{device}": f"{{PACKAGE}}.devices.gpu",\n',
-            ),
-            Edit(
-                "vllm_platform_template/settings.py",
-                '    "cuda": f"{DEVICE_PACKAGES[\'cuda\']}.platform.TemplateGpuPlatform",\n',
-                f'    "{device}": '
-                f"f\"{{DEVICE_PACKAGES['{device}']}}.platform.TemplateGpuPlatform\",\n",
-            ),
+    if with_examples and not port:
+        raise SystemExit(
+            "--with-examples adds the speed tier to a first-light plugin: use it with --device "
+            "(without it the plugin has the whole speed tier)"
         )
+    root = project_root()
+    shape = FIRST_LIGHT if port else FULL
+    edits: tuple[Edit, ...] = EDITS + (_port_edits(device) if port else ())
     rename_device = device_renamer(device) if port else (lambda text: text)
     rename = renamer(name)
 
-    def write(path: str, text: str) -> None:
-        target = out / rename(rename_device(path))
+    def write(path: str, text: str, source: str | None = None, examples: bool = False) -> None:
+        target_path = rename(path) if examples else rename(rename_device(path))
+        target = out / ("examples/" if examples else "") / target_path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(rename(rename_device(text)))
-        if (root / path).exists():
-            target.chmod((root / path).stat().st_mode)
+        target.write_text(rename(text) if examples else rename(rename_device(text)))
+        mode_of = root / (source or path)
+        if mode_of.exists():
+            target.chmod(mode_of.stat().st_mode)
 
     files = 0
-    for path in copied_files(root):
+    for path in copied_files(root, shape):
         if Path(path).suffix in BINARY_SUFFIXES:
             target = out / rename(path)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / path, target)
         else:
-            text = _apply_edits(path, (root / path).read_text(), edits)
+            text = strip_markers(_apply_edits(path, (root / path).read_text(), edits), shape, path)
             if path == "tox.ini":
                 text = drop_ini_sections(text, TOX_SECTIONS_LEFT_OUT)
             if path == IDENTITY_FILE and port:
                 text = set_identity(text, port_identity(device))
             write(path, text)
         files += 1
+    if port:
+        for relative in FIRST_LIGHT_FILES:
+            source = f"{FIRST_LIGHT_SOURCE}/{relative}"
+            write(f"{DEVICE_FOLDER}/{relative}", (root / source).read_text(), source)
+            files += 1
+    if with_examples:
+        for path in example_files(root):
+            write(path, strip_markers((root / path).read_text(), FULL, path), examples=True)
+            files += 1
+        (out / "examples" / "README.md").write_text(rename(EXAMPLES_README))
+        files += 1
     write("README.md", render_readme((root / README_SOURCE).read_text(), device))
     format_project(out)
-    print(f"wrote {files + 1} files to {out} (device folder: {device})")
+    print(f"wrote {files + 1} files to {out} (device folder: {device}, {shape} plugin)")
     return out
 
 
 def main(args: argparse.Namespace) -> int:
-    out = generate(args.name, args.out or Path(f"vllm-{args.name}"), args.device)
+    out = generate(
+        args.name, args.out or Path(f"vllm-{args.name}"), args.device, args.with_examples
+    )
     print(
         f"next: cd {out} && python3 -m pip install tox && python3 -m tox -e test   "
         "(then follow docs/porting-guide.md)"

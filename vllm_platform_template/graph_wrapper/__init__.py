@@ -2,6 +2,6 @@
 
 vLLM hooks: ``Platform.get_static_graph_wrapper_cls`` (the wrapper class vLLM
 puts around every compiled piece) and ``Platform.support_static_graph_mode``.
-The graph backends are ``devices/<name>/graphs.py``; the CPU worker's capture
-driver is ``devices/cpu/graph_capture.py``.
+The graph backends are ``devices/<name>/graphs.py``; the CPU reference
+backend's worker has its own capture driver (``graph_capture.py`` in its folder).
 """

@@ -162,8 +162,10 @@ class TemplatePlatformMixin:
         super().apply_config_platform_defaults(vllm_config)  # type: ignore[misc]
         options = cls.template_options(vllm_config)  # fail early on bad options
         cc = vllm_config.compilation_config
+        # [full only] the hand-fused model (speed tier)
         if options.model_impl == "fused":
             cls._use_fused_model(vllm_config)
+        # [/full only]
         mode = policy.effective_mode(cc.mode, int(vllm_config.optimization_level))
         if cc.ir_enable_torch_wrap is None:
             cc.ir_enable_torch_wrap = policy.ir_torch_wrap(mode)
@@ -172,6 +174,7 @@ class TemplatePlatformMixin:
         cc.custom_ops.extend(policy.custom_ops_for_road(options.kernel_road, cc.custom_ops))
         cls._apply_graph_defaults(vllm_config, mode)
 
+    # [full only] the hand-fused model (speed tier)
     @classmethod
     def _use_fused_model(cls, vllm_config: VllmConfig) -> None:
         """The manual-fusion road: the plugin's model class, no full-graph compilation."""
@@ -202,6 +205,8 @@ class TemplatePlatformMixin:
             architectures,
             [FUSED_MODELS[a] for a in architectures],
         )
+
+    # [/full only]
 
     @classmethod
     def _apply_graph_defaults(cls, vllm_config: VllmConfig, mode: int) -> None:

@@ -1,25 +1,34 @@
-"""The GPU backend: a plain vLLM ``Platform`` for one torch device, the shape a port copies.
+"""The GPU backend: a plain vLLM ``Platform`` for one torch device, named in ``identity.py``.
 
 The device is named in one table, ``identity.py`` (device type, torch module,
 dispatch key, distributed backend, graph API, kernel compiler, ...); every
-other file reads it. Each file serves vLLM hooks, in the order a port meets
-them (docs/porting-guide.md walks them, each with the test that turns green):
+other file reads it or takes what it needs from files that do. Each file
+serves vLLM hooks in one of two tiers (``availability.HOOKS`` names them;
+docs/porting-guide.md walks them in this order, each with the test that turns
+green): *first light*, what a device needs to generate its first token through
+vLLM, eagerly, with the reference (plain torch) kernels; *speed*, the device's
+own kernels and everything built on them. A speed hook whose runtime API the
+identity table leaves out (``None``) runs its first-light part instead.
 
-====================================================  ===============================
-vLLM hook                                             file
-====================================================  ===============================
-platform identity                                     ``identity.py``
-activation (``vllm.platform_plugins``)                ``availability.py``
-device queries, memory, ``set_device``, seeding       ``platform.py``
-worker, memory pool and sleep mode                    ``worker.py``
-communicator                                          ``communicator.py``
-model runner choice and sampler                       ``worker.py``
-pinned / UVA buffers                                  ``views.py``
-IR / CustomOp kernel table, ``import_kernels``        ``device.py``, ``kernels/``
-attention kernels                                     ``attention_kernels.py``
-compiler backend and passes                           ``platform.py``, ``device.py``
-graph capture backend                                 ``graphs.py``
-====================================================  ===============================
+===========  ========================================  ========================
+tier         section of docs/porting-guide.md          files
+===========  ========================================  ========================
+first light  1. Identity                               ``identity.py``
+first light  2. Activation                             ``availability.py``
+first light  3. Platform                               ``platform.py``
+first light  4. Worker and model runner                ``worker.py``
+first light  5. Communicator                           ``communicator.py``
+first light  6. Reference kernels and attention        ``device.py``
+first light  7. Eager mode: the first token            ``platform.py``
+speed        8. Model Runner V2                        ``worker.py``
+speed        9. Pinned and UVA buffers                 ``views.py``
+speed        10. Kernels: IR providers and custom ops  ``kernels/``
+speed        11. Attention kernels                     ``attention_kernels.py``
+speed        12. Compiler backend and passes           ``platform.py``
+speed        13. Graph capture                         ``graphs.py``
+speed        14. The fused model                       ``device.py``
+speed        15. Ray                                   ``platform.py``
+===========  ========================================  ========================
 
 ``device.py`` is the device object the layers below the platform read (no vLLM
 import, no Triton import). Every file's docstring names the vLLM hook it serves

@@ -1,15 +1,28 @@
-"""Whether this machine can run this folder's device: read by the entry point.
+"""Whether this machine can run this folder's device, and in which tier: read by the entry point.
 
 vLLM hook served: the ``vllm.platform_plugins`` entry point
 (``platform_plugin.activation``) asks before it names the platform class, in
 every vLLM process, so nothing here imports vLLM or this folder's kernels.
+
+:data:`HOOKS` is the folder's hooks in two tiers, the one place they are named
+(docs/porting-guide.md follows it, section by section):
+
+- *first light* (:data:`FIRST_LIGHT`): what a device needs to generate its first
+  token through vLLM - identity, activation, platform, worker, communicator,
+  the reference (plain torch) kernels and attention, eager mode;
+- *speed* (:data:`SPEED`): the device's own kernels and IR providers, custom
+  ops, attention kernels, compiler passes, graph capture, Model Runner V2, the
+  fused model, Ray.
+
 Two checks, both read from ``identity.py``:
 
 - the device: ``torch.<module>`` exists and sees one;
-- each hook of :data:`HOOKS`: the runtime API it is built on is named in the
-  identity table (``None``: not provided for this device yet) and, on a machine
-  with the device, present (Triton installed, the ``torch.distributed``
-  backend built, the graph class in ``torch.<module>``).
+- each hook built on a runtime API (an identity field): a first-light hook's
+  API must be named and present (the ``torch.distributed`` backend built); a
+  speed hook's API, when named, must be present on a machine with the device
+  (Triton installed, the graph class in ``torch.<module>``). A speed hook whose
+  API the table leaves out (``None``) is no refusal: the platform runs that
+  part in first light (:attr:`Hook.without`, :func:`first_light_parts`).
 
 Every problem is reported at once, each naming the hook, its files and its
 section of docs/porting-guide.md, so a port sees its whole list at the first
@@ -26,10 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity
-from vllm_platform_template.settings import DEVICE_ENV
+from vllm_platform_template.settings import DEVICE_ENV, DEVICE_PACKAGES
 
 FOLDER = f"devices/{Path(__file__).parent.name}"
 GUIDE = "docs/porting-guide.md"
+FIRST_LIGHT = "first light"
+SPEED = "speed"
+TIERS = (FIRST_LIGHT, SPEED)
 
 
 def _kernel_compiler_missing(identity: DeviceIdentity, name: str, module: Any) -> str | None:
@@ -58,72 +74,128 @@ def _nothing_to_check(identity: DeviceIdentity, name: str, module: Any) -> str |
 
 @dataclass(frozen=True)
 class Hook:
-    """One hook of this folder and the runtime API (an identity field) it is built on."""
+    """One hook of this folder: its tier, files, guide section and the API it is built on."""
 
     name: str
     files: str
-    field: str
+    tier: str
+    """:data:`FIRST_LIGHT` or :data:`SPEED`."""
     section: str
     """Its section of docs/porting-guide.md."""
-    missing_here: Callable[[DeviceIdentity, str, Any], str | None]
+    field: str | None = None
+    """The identity field naming the runtime API it is built on (None: none)."""
+    missing_here: Callable[[DeviceIdentity, str, Any], str | None] = _nothing_to_check
     """``(identity, api, torch_module) -> problem``: the named API is absent on this machine."""
+    without: str = ""
+    """A speed hook whose API the table leaves out: what runs instead (first light)."""
 
 
 HOOKS = (
+    Hook("identity", "identity.py", FIRST_LIGHT, "1. Identity"),
+    Hook("activation (vllm.platform_plugins)", "availability.py", FIRST_LIGHT, "2. Activation"),
+    Hook(
+        "platform: device queries, memory, set_device, seeding",
+        "platform.py",
+        FIRST_LIGHT,
+        "3. Platform",
+    ),
+    Hook(
+        "worker: device, memory pool, V1 model runner and sampler",
+        "worker.py",
+        FIRST_LIGHT,
+        "4. Worker and model runner",
+    ),
     Hook(
         "communicator (Platform.get_device_communicator_cls, dist_backend)",
         "communicator.py",
-        "dist_backend",
+        FIRST_LIGHT,
         "5. Communicator",
+        "dist_backend",
         _dist_backend_missing,
     ),
     Hook(
-        "model runner and sampler (vLLM's Model Runner V2 and its sampler are Triton kernels)",
+        "reference kernels and attention (kernel table, TEMPLATE_ATTN)",
+        "device.py",
+        FIRST_LIGHT,
+        "6. Reference kernels and attention",
+    ),
+    Hook(
+        "eager mode: the first token (no compilation, no graphs)",
+        "platform.py",
+        FIRST_LIGHT,
+        "7. Eager mode: the first token",
+    ),
+    Hook(
+        "Model Runner V2 and its sampler (vLLM's Triton kernels)",
         "worker.py",
+        SPEED,
+        "8. Model Runner V2",
         "kernel_compiler",
-        "6. Model runner and sampler",
         _kernel_compiler_missing,
+        "vLLM's V1 model runner and torch sampler, synchronous scheduling",
     ),
     Hook(
         "pinned / UVA buffers (get_accelerator_view_from_cpu_tensor)",
         "views.py",
+        SPEED,
+        "9. Pinned and UVA buffers",
         "array_interface",
-        "7. Pinned and UVA buffers",
-        _nothing_to_check,
+        without="no device views (the V1 model runner copies its inputs)",
     ),
     Hook(
-        "kernels (the IR provider, CustomOp and fused-model kernels, attention kernels)",
-        "kernels/, attention_kernels.py",
+        "kernels (the IR provider, CustomOp and fused-model kernels)",
+        "kernels/",
+        SPEED,
+        "10. Kernels: IR providers and custom ops",
         "kernel_compiler",
-        "8. Kernels",
         _kernel_compiler_missing,
+        without="the reference kernels (plain torch)",
+    ),
+    Hook(
+        "attention kernels (TEMPLATE_ATTN on the device)",
+        "attention_kernels.py",
+        SPEED,
+        "11. Attention kernels",
+        "kernel_compiler",
+        _kernel_compiler_missing,
+        without="the reference paged attention (plain torch)",
     ),
     Hook(
         "compiler backend (the graph stage hands pieces to Inductor, which generates Triton)",
         "platform.py",
+        SPEED,
+        "12. Compiler backend and passes",
         "kernel_compiler",
-        "10. Compiler backend and passes",
         _kernel_compiler_missing,
+        "eager mode (no compilation)",
     ),
     Hook(
         "graph capture backend (Platform.get_static_graph_wrapper_cls)",
         "graphs.py",
+        SPEED,
+        "13. Graph capture",
         "graph_api",
-        "11. Graph capture",
         _graph_api_missing,
+        "no graphs (eager mode)",
     ),
+    Hook("the hand-fused model (model_impl fused)", "device.py", SPEED, "14. The fused model"),
+    Hook("Ray executor (ray_device_key)", "platform.py", SPEED, "15. Ray"),
 )
 
 
 def hook_problems(identity: DeviceIdentity, module: Any) -> list[str]:
-    """One line per hook whose API is not named in ``identity`` or (with a device
-    module given) is absent on this machine."""
+    """One line per hook that cannot run: a first-light hook whose API is not named in
+    ``identity``, or any hook whose named API is absent here (with a device module given)."""
     problems = []
     for hook in HOOKS:
+        if hook.field is None:
+            continue
         api = getattr(identity, hook.field)
-        why: str | None = f"identity.py names no {hook.field} for {identity.device_type}"
-        if api is not None:
-            why = hook.missing_here(identity, api, module) if module is not None else None
+        why: str | None = None
+        if api is None and hook.tier == FIRST_LIGHT:
+            why = f"identity.py names no {hook.field} for {identity.device_type}"
+        elif api is not None and module is not None:
+            why = hook.missing_here(identity, api, module)
         if why is not None:
             problems.append(
                 f"{hook.name} in {FOLDER}/{hook.files}: {why}; see {GUIDE}, {hook.section!r}"
@@ -131,18 +203,29 @@ def hook_problems(identity: DeviceIdentity, module: Any) -> list[str]:
     return problems
 
 
+def first_light_parts(identity: DeviceIdentity = IDENTITY) -> list[str]:
+    """One line per speed hook the table leaves out, saying what runs in its place."""
+    return [
+        f"{hook.name}: identity.py names no {hook.field} for {identity.device_type}, so "
+        f"{hook.without} ({GUIDE}, {hook.section!r})"
+        for hook in HOOKS
+        if hook.tier == SPEED and hook.field is not None and getattr(identity, hook.field) is None
+    ]
+
+
 def problem(found_vllm: tuple[str, str] | None, identity: DeviceIdentity = IDENTITY) -> str | None:
-    """A message if torch sees no such device here or any hook lacks its runtime API."""
+    """A message if torch sees no such device here or a hook cannot run."""
     import torch
 
     device = identity.device_type
     module = identity.torch_module_or_none() if identity.present() else None
     problems = []
     if module is None:
+        others = " or ".join(f"{DEVICE_ENV}={d}" for d in DEVICE_PACKAGES if d != device)
         problems.append(
             f"torch {torch.__version__} sees no {device} device on this machine "
             f"(torch.{identity.torch_module}): run on a machine with one and its torch "
-            f"extension, or set {DEVICE_ENV}=cpu for the CPU reference backend"
+            f"extension" + (f", or set {others} for another backend" if others else "")
         )
     problems += hook_problems(identity, module)
     if not problems:

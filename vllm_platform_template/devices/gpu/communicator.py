@@ -21,7 +21,9 @@ recorded into the graph), and the patch registry's ``oot_communicator_graph_capt
 routes vLLM's call to it.
 
 Proven by ``tests/unit/test_communicator_graph_capture.py`` (vLLM's real
-``graph_capture`` on one CPU rank) and, on two devices, ``tests/e2e/test_gpu_parallel.py``.
+``graph_capture`` on one CPU rank), by the first-light engine
+(``tests/e2e/test_gpu_first_light.py``: its device group, one rank) and, on two
+devices, the device tier's tensor- and pipeline-parallel tests.
 """
 
 from __future__ import annotations

@@ -3,14 +3,19 @@
 vLLM hooks served: the identity attributes of the platform (``device_type``,
 ``device_name``, ``dispatch_key``, ``dist_backend``, ``device_control_env_var``,
 ``ray_device_key``, ``simple_compile_backend``) and, through them, every
-runtime call this folder makes: each file reads this table (``torch_module()``
-for ``torch.<device>``) and none spells the device itself. Porting the folder
-to another torch device starts here (docs/porting-guide.md, "1. Identity").
+runtime call this folder makes: the files that call the device's runtime read
+this table (``torch_module()`` for ``torch.<device>``), the others take what
+they need from those, and none spells the device itself. Porting the folder to
+another torch device starts here (docs/porting-guide.md, "1. Identity").
 
-A field set to ``None`` is a runtime API the device does not offer yet; the
-hooks built on it cannot work, so activation refuses the device and names each
-of them with its guide section (``availability.py``), before vLLM imports
-anything of this folder. Proven by ``tests/unit/test_device_identity.py``.
+A field set to ``None`` is a runtime API the device does not offer yet. The
+first-light tier needs the device type, module, dispatch key and
+``torch.distributed`` backend: without one, activation refuses the device and
+names the hook with its guide section (``availability.py``), before vLLM imports
+anything of this folder. The speed tier's (graph API, kernel compiler, array
+interface) may stay ``None``: the platform then runs that part in first light
+(eager, vLLM's V1 model runner, the reference kernels). Proven by
+``tests/unit/test_device_identity.py``.
 
 Only the standard library here: the entry point reads this table in every vLLM
 process, before vLLM has finished loading plugins.

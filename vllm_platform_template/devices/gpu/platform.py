@@ -9,39 +9,52 @@ device itself, from torch's device module (``identity.torch_module()``). It
 needs no compiled vLLM file: vLLM may be installed as pure Python
 (``VLLM_TARGET_DEVICE=empty``), every kernel on the path is the plugin's or torch's.
 
-Which hook serves what (docs/porting-guide.md, sections 1, 3 and 10):
+Which hook serves what (docs/porting-guide.md; tiers in ``availability.HOOKS``):
 
-- identity: ``device_name``/``device_type`` (the torch device), ``dispatch_key``
-  (the key vLLM registers its ``torch.ops.vllm.*`` ops under), ``dist_backend``,
-  ``device_control_env_var``, ``ray_device_key``: all from the identity table;
-- device queries the engine makes while sizing memory and binding ranks:
-  ``get_device_name``/``uuid``/``capability``/``total_memory``, ``set_device``,
-  ``manual_seed_all`` (seeding), ``get_current_memory_usage``,
+- identity (first light): ``device_name``/``device_type`` (the torch device),
+  ``dispatch_key`` (the key vLLM registers its ``torch.ops.vllm.*`` ops under),
+  ``dist_backend``, ``device_control_env_var``, ``ray_device_key``: all from the
+  identity table;
+- device queries the engine makes while sizing memory and binding ranks (first
+  light): ``get_device_name``/``uuid``/``capability``/``total_memory``,
+  ``set_device``, ``manual_seed_all`` (seeding), ``get_current_memory_usage``,
   ``num_compute_units``, ``check_if_supports_dtype``, ``is_pin_memory_available``;
-  anything else vLLM asks (``synchronize``, ``mem_get_info``,
+  a property the device module does not report (CUDA's compute capability,
+  UUID, multiprocessor count) is answered as vLLM's ``Platform`` does without
+  one; anything else vLLM asks (``synchronize``, ``mem_get_info``,
   ``graph_pool_handle``, streams) is forwarded by ``Platform.__getattr__`` to
   ``torch.<device_type>``;
-- kernels: ``import_kernels`` loads the plugin's kernels instead of ``vllm._C``;
+- eager mode and the model runner (first light): with no kernel compiler in the
+  table, :meth:`apply_config_platform_defaults` runs the engine eagerly on
+  vLLM's V1 model runner, synchronously, and :meth:`register_triton_kernel_overrides`
+  gives that runner its one per-step Triton kernel in torch (``kernels/model_runner.py``);
+  with no graph API, no graphs;
+- kernels: ``import_kernels`` loads the folder's kernels instead of ``vllm._C``;
   the IR providers, custom ops, compiler, pass manager, graph wrapper and
   attention come from :class:`~.mixin.TemplatePlatformMixin`; the compiler's
   graph stage and vLLM's small helper compiles (``simple_compile_backend``) use
-  Inductor, which generates code with the identity's ``kernel_compiler``;
-- runtime: ``worker_cls`` -> ``worker.py`` (memory pool, sleep mode, model
-  runner, sampler), ``get_device_communicator_cls`` -> ``communicator.py``.
+  Inductor, which generates code with the identity's ``kernel_compiler`` (speed);
+- runtime: ``worker_cls`` -> ``worker.py`` (device, memory pool, sleep mode,
+  model runner), ``get_device_communicator_cls`` -> ``communicator.py``.
 
-Proven by ``tests/unit/test_gpu_platform.py`` (any machine: the shape and the
-identity) and ``tests/e2e/test_gpu_engine.py`` (on the device: token parity).
+Proven by ``tests/unit/test_gpu_platform.py`` (any machine: the shape, the
+identity and the first-light policy), ``tests/e2e/test_gpu_first_light.py``
+(first light on the CPU: the table pointed at ``cpu``, tokens equal to
+transformers; on the device, the same engine) and the device tier's engine tests.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING
 
 import torch
 from vllm.platforms.interface import DeviceCapability, Platform
 
+from vllm_platform_template.devices.gpu.availability import FOLDER, first_light_parts
 from vllm_platform_template.devices.gpu.device import DEVICE
-from vllm_platform_template.devices.gpu.identity import IDENTITY, torch_module
+from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity, torch_module
 from vllm_platform_template.log import get_logger
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
 
@@ -51,11 +64,13 @@ if TYPE_CHECKING:
 logger = get_logger(__name__)
 
 STOCK_GPU_WORKER = "vllm.v1.worker.gpu_worker.Worker"
-TEMPLATE_GPU_WORKER = "vllm_platform_template.devices.gpu.worker.TemplateGPUWorker"
-GPU_COMMUNICATOR = "vllm_platform_template.devices.gpu.communicator.TemplateGpuCommunicator"
+TEMPLATE_WORKER = "vllm_platform_template.devices.gpu.worker.TemplateGPUWorker"
+COMMUNICATOR = "vllm_platform_template.devices.gpu.communicator.TemplateGpuCommunicator"
 # The paged KV cache's block size when the user sets none (the Triton paged-attention
 # kernel's tile; vLLM's CUDA default too).
 DEFAULT_BLOCK_SIZE = 16
+# vLLM's choice of model runner (its documented switch)
+V2_MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 # bfloat16 arithmetic needs compute capability 8.0 (Ampere) or newer.
 BF16_MIN_CAPABILITY = 80
 
@@ -65,7 +80,7 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     template_device = DEVICE
     stock_worker_cls = STOCK_GPU_WORKER
-    template_worker_cls = TEMPLATE_GPU_WORKER
+    template_worker_cls = TEMPLATE_WORKER
 
     device_name = IDENTITY.device_type
     device_type = IDENTITY.device_type
@@ -78,15 +93,23 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
     # --- device identity and queries --------------------------------------
     @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:
-        return torch_module().get_device_name(device_id)
+        return str(torch_module().get_device_name(device_id))
 
     @classmethod
     def get_device_uuid(cls, device_id: int = 0) -> str:
-        return str(torch_module().get_device_properties(device_id).uuid)
+        uuid = getattr(torch_module().get_device_properties(device_id), "uuid", None)
+        if uuid is None:
+            return super().get_device_uuid(device_id)  # vLLM's answer: not implemented
+        return str(uuid)
 
     @classmethod
     def get_device_capability(cls, device_id: int = 0) -> DeviceCapability | None:
-        major, minor = torch_module().get_device_capability(device_id)
+        """CUDA's compute capability, or None (vLLM's answer) for a device without one."""
+        query = getattr(torch_module(), "get_device_capability", None)
+        capability = query(device_id) if query is not None else None
+        if not (isinstance(capability, tuple) and len(capability) == 2):
+            return None
+        major, minor = capability
         return DeviceCapability(major=major, minor=minor)
 
     @classmethod
@@ -95,7 +118,11 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def num_compute_units(cls, device_id: int = 0) -> int:
-        return int(torch_module().get_device_properties(device_id).multi_processor_count)
+        properties = torch_module().get_device_properties(device_id)
+        count = getattr(properties, "multi_processor_count", None)
+        if count is None:
+            return super().num_compute_units(device_id)  # vLLM's answer: not implemented
+        return int(count)
 
     @classmethod
     def set_device(cls, device: torch.device) -> None:
@@ -115,19 +142,37 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def is_pin_memory_available(cls) -> bool:
-        return True
+        """Pinned host memory comes from the device's runtime: torch's accelerator."""
+        accelerator = torch.accelerator.current_accelerator()
+        return accelerator is not None and accelerator.type == IDENTITY.device_type
 
     @classmethod
     def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
-        if dtype != torch.bfloat16:
-            return
         capability = cls.get_device_capability()
-        assert capability is not None
+        if dtype != torch.bfloat16 or capability is None:
+            return
         if capability.to_int() < BF16_MIN_CAPABILITY:
             raise ValueError(
                 f"bfloat16 needs compute capability 8.0 or newer; {cls.get_device_name()} has "
                 f"{capability.as_version_str()}. Run with --dtype float16 or float32."
             )
+
+    # --- first light: eager mode, V1 model runner ---------------------------
+    @classmethod
+    def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
+        """First light before vLLM derives anything from the mode (:func:`first_light_defaults`)."""
+        first_light_defaults(vllm_config)
+        super().apply_config_platform_defaults(vllm_config)
+
+    @classmethod
+    def register_triton_kernel_overrides(cls) -> None:
+        """vLLM's model runner launches a Triton kernel every step: in torch without one."""
+        if IDENTITY.kernel_compiler is None:
+            from vllm.triton_utils.dispatcher import register_kernels
+
+            from vllm_platform_template.kernels.model_runner import OVERRIDES
+
+            register_kernels(OVERRIDES)
 
     # --- kernels and runtime ----------------------------------------------
     @classmethod
@@ -137,10 +182,57 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:
-        return GPU_COMMUNICATOR
+        return COMMUNICATOR
 
     @classmethod
     def _update_device_config(cls, vllm_config: VllmConfig) -> None:
         cache_config = vllm_config.cache_config
         if cache_config.block_size is None:
             cache_config.block_size = DEFAULT_BLOCK_SIZE
+
+
+def first_light_defaults(
+    vllm_config: VllmConfig,
+    identity: DeviceIdentity = IDENTITY,
+    environ: MutableMapping[str, str] = os.environ,
+) -> None:
+    """The config of an engine on a device whose identity leaves speed APIs out.
+
+    Without a kernel compiler the engine runs as with ``enforce_eager`` (compilation,
+    graphs and vLLM's JIT kernel warm-up all generate or launch code with it) on
+    vLLM's V1 model runner (V2 launches vLLM's Triton kernels on the device),
+    scheduling synchronously;
+    without a graph API, without graphs. What the user asked for explicitly and
+    cannot run is refused with what runs instead.
+    """
+    from vllm.config import CompilationMode, CUDAGraphMode
+
+    cc = vllm_config.compilation_config
+    compile_requested = cc.mode not in (None, CompilationMode.NONE)
+    graphs_requested = cc.cudagraph_mode not in (None, CUDAGraphMode.NONE)
+    if identity.kernel_compiler is None:
+        _refuse_requested(compile_requested, "compilation", identity)
+        chosen = environ.get(V2_MODEL_RUNNER_ENV)
+        _refuse_requested(chosen not in (None, "0"), f"{V2_MODEL_RUNNER_ENV}={chosen}", identity)
+        if vllm_config.model_config is not None:
+            vllm_config.model_config.enforce_eager = True
+        cc.mode = CompilationMode.NONE
+        vllm_config.kernel_config.enable_jit_warmup = False
+        # vLLM's V1 model runner overlaps its steps on torch.cuda streams only
+        vllm_config.scheduler_config.async_scheduling = False
+        if chosen is None:
+            environ[V2_MODEL_RUNNER_ENV] = "0"  # every process of the engine starts from here
+            for line in first_light_parts(identity):
+                logger.info("%s: %s", FOLDER, line)
+            logger.info("%s: first light: eager, V1 model runner, synchronous scheduling", FOLDER)
+    if identity.graph_api is None or identity.kernel_compiler is None:
+        _refuse_requested(graphs_requested, "graph capture", identity)
+        cc.cudagraph_mode = CUDAGraphMode.NONE
+
+
+def _refuse_requested(requested: bool, what: str, identity: DeviceIdentity) -> None:
+    if requested:
+        raise ValueError(
+            f"{what} was asked for, but {FOLDER} runs in first light on {identity.device_type}: "
+            + "; ".join(first_light_parts(identity))
+        )

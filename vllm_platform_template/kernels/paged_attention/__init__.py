@@ -17,12 +17,12 @@ the number of key rows; rows past it are padding and are not written.
 - ``contract`` (here): that contract, its checks and ``AttentionLayout`` (what is
   fixed per KV-cache group); the public kernel functions check every call,
   ``TEMPLATE_ATTN``'s layers once per cache.
-- ``devices/cpu/attention_kernels.py``: vLLM's CPU attention kernels
-  (``torch.ops._C``). They pick an instruction-set-specific interior layout
-  (keys transposed or AMX-packed inside a block), so a cache written by them
-  must only be read by them.
-- ``devices/gpu/kernels/paged_attention.py``: the Triton path (plain layout),
-  loaded through the GPU device's ``attention`` on first use.
+- each device folder's ``attention_kernels.py`` (its ``DEVICE.attention``,
+  loaded on first use): the CPU reference backend's run vLLM's CPU attention
+  kernels (``torch.ops._C``), which pick an instruction-set-specific interior
+  layout (keys transposed or AMX-packed inside a block), so a cache written by
+  them must only be read by them; the CUDA folder's run its Triton kernels
+  (plain layout); a first-light folder's run the reference.
 
 Never mix paths on one cache: ``attention/paths.py`` chooses one path per engine.
 """

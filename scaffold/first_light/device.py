@@ -1,0 +1,65 @@
+"""The device object: ``DEVICE``, what the rest of the plugin asks about this device.
+
+First light (docs/porting-guide.md, "6. Reference kernels and attention"): the
+kernel table is ``kernels/``'s, which are the reference kernels (plain torch,
+``vllm_platform_template/kernels/reference.py``), and the attention kernels are
+``attention_kernels.py``'s, the reference paged attention; both run on any
+device torch can drive. Speed: replace them one at a time with the device's
+own (sections 10 and 11), then name a graph API in ``identity.py`` and give
+``graphs.py`` its three methods (section 13).
+
+vLLM hooks served (through the layers that read ``DEVICE``): the IR / CustomOp
+kernel table (``ir_impls``, ``custom_ops``), the attention kernels of
+``TEMPLATE_ATTN``, the graph backend of the graph wrapper, the IR op priorities
+and graph defaults of the config policy. Read by
+``vllm_platform_template.device.device_for``; imports no vLLM and no platform
+code. Proven by ``tests/e2e/test_gpu_first_light.py`` (one eager engine on
+the CPU, tokens equal to transformers), ``tests/unit/test_attention_backend.py``
+(the attention path) and ``tests/unit/test_custom_op_registration.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
+from vllm_platform_template.devices.gpu import kernels
+from vllm_platform_template.devices.gpu.identity import IDENTITY
+
+
+def kernel_table() -> KernelTable:
+    return KernelTable(
+        rms_norm=kernels.rms_norm,
+        rms_norm_supports=kernels.supports,
+        fused_add_rms_norm=kernels.fused_add_rms_norm,
+        fused_add_rms_norm_supports=kernels.supports,
+        gelu_and_mul_sparse=kernels.gelu_and_mul_sparse,
+        gelu_and_mul_sparse_supports=kernels.supports,
+        silu_and_mul=kernels.silu_and_mul,
+    )
+
+
+def attention_kernels() -> AttentionKernels:
+    from vllm_platform_template.devices.gpu.attention_kernels import DeviceAttentionKernels
+
+    return DeviceAttentionKernels()
+
+
+def graph_backend(pool: Any) -> Any:
+    from vllm_platform_template.devices.gpu.graphs import DeviceGraphBackend
+
+    return DeviceGraphBackend(pool)
+
+
+DEVICE = TemplateDevice(
+    name=__name__.split(".")[-2],  # this folder's name
+    torch_device_type=IDENTITY.device_type,
+    ir_provider=f"template_{IDENTITY.device_type}",
+    status=lambda: (True, "the reference kernels (plain torch): first light"),
+    kernels=kernel_table,
+    load_libraries=lambda: None,  # the reference kernels are torch's
+    ir_ops=("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
+    fused_add_rms_norm_inplace=False,  # the reference returns new tensors
+    graph_backend=graph_backend,
+    attention=attention_kernels,
+)
