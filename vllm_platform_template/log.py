@@ -5,8 +5,8 @@ vLLM configures handlers and format on its ``vllm`` logger; naming ours
 vLLM's format, level (``VLLM_LOGGING_LEVEL``) and process name.
 
 :func:`quiet_vllm_messages` keeps a few of vLLM's own messages out of the log
-on a template platform, each listed with why (the CPU platform's list:
-``devices/cpu/platform.py``).
+on a template platform, each listed with why (each platform's
+``QUIETED_VLLM_MESSAGES``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ class QuietedMessage:
 
     Only messages that are false or beside the point on that platform belong
     here, matched exactly: the logger, the format string as vLLM writes it and,
-    where given, the arguments. ``tests/unit/test_quiet_log.py`` checks each
-    format string still occurs in the installed vLLM's source.
+    where given, the arguments. The unit tier checks each format string still
+    occurs in the installed vLLM's source.
     """
 
     logger: str

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from vllm_platform_template.cli.new import (
+    BINARY_SUFFIXES,
     COPIED,
     EXAMPLE_TESTS,
     FIRST_LIGHT,
@@ -108,7 +109,7 @@ def test_every_marked_block_of_this_project_is_closed() -> None:
         pytest.skip("not a git checkout")
     marked = 0
     for path in tracked:
-        if Path(path).suffix in (".safetensors",) or path == "vllm_platform_template/cli/new.py":
+        if Path(path).suffix in BINARY_SUFFIXES or path == "vllm_platform_template/cli/new.py":
             continue
         text = (ROOT / path).read_text()
         for shape in (FULL, FIRST_LIGHT):

@@ -168,6 +168,7 @@ FIRST_LIGHT_TESTS = (
     Entry("tests/unit/test_patch_registry.py", "the patch registry"),
     Entry("tests/unit/test_policy.py", "the config policy's pure functions"),
     Entry("tests/unit/test_stock_exit_abort.py", "the e2e fixtures' exit check"),
+    Entry("tests/unit/test_tox_shared_env.py", "the tox commands share one virtualenv"),
 )
 
 
@@ -243,7 +244,7 @@ TOX_SECTIONS_LEFT_OUT = {
     "testenv:bundle": "tools/gpu_bundle.py is left out",
 }
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".venv"}
-BINARY_SUFFIXES = {".safetensors"}
+BINARY_SUFFIXES = {".safetensors", ".png"}
 PACKAGE_DIR = "vllm_platform_template"
 DEVICE_FOLDER = f"{PACKAGE_DIR}/devices/gpu"
 IDENTITY_FILE = f"{DEVICE_FOLDER}/identity.py"
