@@ -40,3 +40,39 @@ def test_another_plugins_replacement_is_kept_and_ours_are_registered() -> None:
         }
     )
     assert "RotaryEmbedding is already replaced by __main__.OtherRotaryEmbedding" in result.stderr
+
+
+HW_AGNOSTIC_CODE = """
+import json
+from vllm_platform_template.cli.doctor import layer_replacements
+
+before = layer_replacements()  # registers, as the general plugin does in every process
+from vllm.model_executor.models.transformers.fusers import rms_norm  # the backend's fuser
+
+print(json.dumps([before, layer_replacements()]))
+"""
+
+
+def test_hw_agnostic_layers_are_replaced_and_doctor_lists_them() -> None:
+    """vLLM's hardware-agnostic registry gets the replacements too; the Transformers
+    backend's ``TPAwareRMSNorm`` once vLLM imports its fuser (with VLLM_USE_HW_AGNOSTIC=1,
+    whose ``RMSNorm`` is then the hardware-agnostic one)."""
+    import json
+    import os
+
+    env = {**os.environ, "VLLM_USE_HW_AGNOSTIC": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", HW_AGNOSTIC_CODE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    before, after = json.loads(result.stdout.strip().splitlines()[-1])
+    assert before["hardware-agnostic"] == {
+        "RMSNorm": "TemplateHwAgnosticRMSNorm",
+        "SiluAndMul": "TemplateHwAgnosticSiluAndMul",
+    }
+    assert before["CustomOp"]["RMSNorm"] == "TemplateRMSNorm"
+    assert after["hardware-agnostic"]["TPAwareRMSNorm"] == "TemplateTPAwareRMSNorm"

@@ -126,11 +126,38 @@ def collect(device: str | None) -> dict[str, Any]:
                 effective = [p for p in priority if providers.get(p, {}).get("supported")]
                 ops[op_name].setdefault("priority", {})[regime] = effective
     report["ir_ops"] = ops
+    report["layer_replacements"] = layer_replacements()
     report["diagnosed_device"] = diagnosed
     # what a device folder runs in first light while its identity leaves speed APIs out
     availability = importlib.import_module(f"{DEVICE_PACKAGES[diagnosed]}.availability")
     report["first_light"] = list(getattr(availability, "first_light_parts", list)())
     return report
+
+
+def layer_replacements() -> dict[str, dict[str, str]]:
+    """vLLM layer -> the plugin's replacement, in vLLM's classic CustomOp registry and in
+    its hardware-agnostic one; each replacement's ``forward_oot`` calls the device kernels."""
+    from vllm.model_executor import custom_op
+
+    from vllm_platform_template.custom_ops import register_custom_ops
+
+    register_custom_ops()
+    registries: dict[str, dict[str, type]] = {"CustomOp": dict(custom_op.op_registry_oot)}
+    try:
+        from vllm.model_executor.hw_agnostic import custom_op as hw_agnostic
+    except ImportError:  # a vLLM without the hardware-agnostic layers
+        pass
+    else:
+        registries["hardware-agnostic"] = dict(hw_agnostic.op_registry_oot)
+    plugin = __name__.split(".")[0]
+    return {
+        kind: {
+            layer: cls.__name__
+            for layer, cls in sorted(registry.items())
+            if cls.__module__.startswith(plugin)
+        }
+        for kind, registry in registries.items()
+    }
 
 
 def print_human(report: dict[str, Any]) -> None:
@@ -162,6 +189,14 @@ def print_human(report: dict[str, Any]) -> None:
             print(f"    [{mark}] {provider:<16} {info['reason']}")
         for regime, priority in entry.get("priority", {}).items():
             print(f"    priority, {regime}: {priority}")
+    print("== vLLM layers replaced by the plugin (forward_oot: the device kernels)")
+    for kind, layers in report["layer_replacements"].items():
+        for layer, replacement in layers.items():
+            print(f"  {kind:<18} {layer:<16} -> {replacement}")
+    print(
+        "  (the Transformers backend's TPAwareRMSNorm is replaced once vLLM imports that "
+        "backend, with VLLM_USE_HW_AGNOSTIC=1)"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
