@@ -167,7 +167,6 @@ def _oot_communicator_graph_capture() -> None:
     GroupCoordinator.graph_capture = graph_capture  # type: ignore[method-assign]
 
 
-# [full only] Ray across hosts, for the CPU reference backend
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs ``callback(module)`` right after module ``name`` is executed (once)."""
 
@@ -198,7 +197,8 @@ def after_import(name: str, callback: Callable[[types.ModuleType], None]) -> Non
     """``callback(module)`` now if module ``name`` is imported, else right after its import.
 
     A patch of a module that costs an import nobody asked for (vLLM's Ray executor
-    imports Ray: about 1.4 s) waits for vLLM to import it.
+    imports Ray: about 1.4 s) waits for vLLM to import it; so does a registration
+    for a class vLLM defines only when it imports a backend (``custom_ops/hw_agnostic.py``).
     """
     module = sys.modules.get(name)
     if module is not None:
@@ -207,6 +207,7 @@ def after_import(name: str, callback: Callable[[types.ModuleType], None]) -> Non
         sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
+# [full only] Ray across hosts, for the CPU reference backend
 # vLLM's default Ray executor (VLLM_USE_RAY_V2_EXECUTOR_BACKEND=1).
 RAY_EXECUTOR_MODULE = "vllm.v1.executor.ray_executor_v2"
 
