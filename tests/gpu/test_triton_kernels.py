@@ -515,7 +515,7 @@ def test_planned_launches_go_through_the_compiled_launcher():
     args = (batch["key_cache"], batch["value_cache"])
     meta = (batch["block_table"], batch["seq_lens"], batch["query_start_loc"], 128**-0.5)
     first = torch.empty_like(batch["query"])
-    known = len(plan.attention._compiled)  # the planner's warm-up launched this shape too
+    known = len(plan.attention._compiled)  # what earlier launches of this plan kept
     pa.attend_unchecked(batch["query"], *args, first, *meta, plan)
     assert len(plan.attention._compiled) == known + 1  # Triton launched it, and it is kept
     second = torch.empty_like(batch["query"])

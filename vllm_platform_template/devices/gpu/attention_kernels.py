@@ -36,7 +36,9 @@ class TritonAttentionKernels:
     def planner(
         self, layout: AttentionLayout, max_num_reqs: int, device: torch.device
     ) -> TritonAttentionPlanner:
-        return TritonAttentionPlanner(layout, max_num_reqs, device)
+        planner = TritonAttentionPlanner(layout, max_num_reqs, device)
+        planner.warm_up()  # before vLLM's warm-up and capture: no compile while serving
+        return planner
 
     def write_kv(
         self,

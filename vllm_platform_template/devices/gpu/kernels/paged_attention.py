@@ -704,8 +704,9 @@ class TritonAttentionPlanner:
     scratch, views of one buffer allocated here for the largest split decode of up
     to ``max_num_reqs`` requests. :meth:`plan` allocates nothing, copies nothing
     to the host and reads no tensor, so it may run while a graph is captured.
-    Compiled kernels are compiled here, once per process and layout, for every
-    variant a step can launch (no Triton compile during inference).
+    :meth:`warm_up` compiles every variant a step can launch, once per process and
+    layout (the engine's planners do, so no Triton compile happens while serving;
+    the public :func:`paged_attention` does not, as it plans each call anew).
     """
 
     def __init__(
@@ -739,6 +740,10 @@ class TritonAttentionPlanner:
         per_row = layout.num_heads * (layout.head_size + 2)
         self.scratch = torch.empty(rows * per_row, dtype=torch.float32, device=self.device)
         self._plans: dict[tuple[int, int, int], AttentionPlan] = {}
+
+    def warm_up(self) -> None:
+        """Compile every kernel variant a step of this layout can launch (once per process
+        and layout; nothing to compile under Triton's interpreter)."""
         if not is_interpreted(_paged_decode_kernel):
             _warm_up(self)
 
