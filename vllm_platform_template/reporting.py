@@ -127,6 +127,38 @@ def config_report(vllm_config: Any) -> dict[str, Any]:
     }
 
 
+def _placement(worker: Any) -> dict[str, Any]:
+    """Where the model's weights and the KV cache live, and the device's own memory count.
+
+    Devices and bytes are read from the tensors themselves; ``device_memory_allocated``
+    is what the device's allocator reports (``torch.accelerator``), so a test can see
+    that the bytes came from the device and not from the host.
+    """
+    import torch
+
+    model = worker.model_runner.get_model()
+    weights = [*model.parameters(), *model.buffers()]
+    kv_caches = [t for t in getattr(worker.model_runner, "kv_caches", []) if t is not None]
+    # layers' caches may be views of one buffer: each storage once
+    kv_storages = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in kv_caches}
+    placement: dict[str, Any] = {
+        "weights": sorted({str(t.device) for t in weights}),
+        "weight_bytes": sum(t.numel() * t.element_size() for t in weights),
+        "kv_cache": sorted({str(t.device) for t in kv_caches}),
+        # layers' caches may be views of one buffer: each storage once
+        "kv_cache_bytes": sum(
+            {
+                t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in kv_caches
+            }.values()
+        ),
+    }
+    accelerator = torch.accelerator.current_accelerator()
+    device = worker.device
+    if accelerator is not None and device.type == accelerator.type:
+        placement["device_memory_allocated"] = torch.accelerator.memory_allocated(device.index)
+    return placement
+
+
 def worker_report(worker: Any) -> dict[str, Any]:
     """Runs inside a template worker (its ``template_report`` RPC); plain data only."""
     report = config_report(worker.vllm_config)
@@ -135,6 +167,7 @@ def worker_report(worker: Any) -> dict[str, Any]:
     report["attention_backends"] = _attention_backends(worker)
     report["ir_ops"] = _ir_providers(worker)
     report["custom_op_layers"] = _custom_op_layers(worker)
+    report["placement"] = _placement(worker)
     # vLLM's CPU worker warns for each of libtcmalloc and libiomp missing from it.
     report["worker_ld_preload"] = os.environ.get("LD_PRELOAD", "")
     stats = getattr(worker, "template_stats", None)

@@ -1,16 +1,18 @@
-"""First light of the device folder, proven without the device: one eager engine on the CPU.
+"""First light of the device folder on its device: eager engines, tokens equal transformers'.
 
-``first_light_on_cpu.py`` points the folder's identity table at the CPU (torch
-names ``cpu``/``CPU``/``gloo``, no kernel compiler, graph API or array
-interface) and registers the folder alone, under ``cpu``; then the folder's
-platform, worker (vLLM's GPU worker with the folder's ``init_device``),
-communicator, kernel table and attention run one vLLM engine in eager mode.
-Greedy tokens must equal transformers' on the same prompts, and the report
-must show that the folder's first-light tier ran: its platform class, no
-compilation, no graphs, the ``TEMPLATE_ATTN`` backend. The first-light tier
-itself is ``availability.HOOKS``'; docs/porting-guide.md, "7. Eager mode: the
-first token". On a machine with the device (``-m gpu``), the same engine runs
-on the device, with the identity table as it is.
+The device is the one ``identity.py`` names, present here (torch sees one):
+CUDA for this project's folder (the GPU tier); the PrivateUse1 test device
+``npu`` (``tests/test_device``, registered where ``NPU_TEST_DEVICE=1``) for a
+plugin generated with ``new acme --device npu``, whose CI runs this file there.
+One engine in the probe's process (``device_probe.py``: vLLM's engine core and
+worker in one process, so the device's own operator counts can be read) and,
+on two devices, one tensor-parallel engine over the identity's
+``torch.distributed`` backend. Asserted: greedy tokens equal transformers' (fp32,
+CPU); the folder's platform ran eagerly with ``TEMPLATE_ATTN``; the weights and
+the KV cache are tensors of the device, counted by its allocator; the kernel
+table's operators were dispatched to the device (where it counts them); two
+devices give the tokens of one. The first-light tier itself is
+``availability.HOOKS``'; docs/porting-guide.md, "Eager mode: the first token".
 """
 
 from __future__ import annotations
@@ -22,26 +24,43 @@ import sys
 from pathlib import Path
 
 import pytest
-from hf_reference import decoding_of, hf_greedy_on
+import torch
+from hf_reference import decoding_of
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.devices.gpu.platform import TemplateGpuPlatform
 from vllm_platform_template.settings import DEVICE_ENV
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.gpu,
+    pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {IDENTITY.device_type} device"),
+]
 
-RUNNER = Path(__file__).with_name("first_light_on_cpu.py")
+PROBE = Path(__file__).with_name("device_probe.py")
 PLATFORM = f"{TemplateGpuPlatform.__module__}.{TemplateGpuPlatform.__qualname__}"
-# On the device: a fixed KV cache, a share of its memory at start, few sequences.
-ENGINE = {"max_num_seqs": 8, "gpu_memory_utilization": 0.08, "kv_cache_memory_bytes": 1 << 30}
+DEVICE = IDENTITY.device_type
+# A fixed KV cache, a small share of the device's memory at start, few sequences.
+ENGINE = {"max_num_seqs": 8, "gpu_memory_utilization": 0.05, "kv_cache_memory_bytes": 64 << 20}
+DEMO = ("--device", DEVICE, "--enforce-eager")
+# What the reference kernels and attention run as (kernels/reference.py,
+# kernels/paged_attention/reference.py), as the device sees them: RMSNorm, SiLU-and-mul,
+# the KV-cache write and the matmuls around them (torch dispatches a structured
+# operator to a device by its out= form).
+REFERENCE_KERNEL_OPERATORS = (
+    "aten::rsqrt.out",
+    "aten::silu.out",
+    "aten::_index_put_impl_",
+    "aten::mm.out",
+)
 
 
 @pytest.fixture(scope="module")
-def first_light(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def one_device(tmp_path_factory: pytest.TempPathFactory) -> dict:
     env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
     env["VLLM_CACHE_ROOT"] = str(tmp_path_factory.mktemp("first-light-cache"))
     proc = subprocess.run(
-        [sys.executable, str(RUNNER), "--json"],
+        [sys.executable, str(PROBE), *DEMO, "--engine-args", json.dumps(ENGINE)],
         env=env,
         capture_output=True,
         text=True,
@@ -53,38 +72,50 @@ def first_light(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return report
 
 
-def test_the_folder_generates_transformers_tokens_on_the_cpu(first_light, hf_greedy) -> None:
-    expected = hf_greedy(first_light["prompt_token_ids"], **decoding_of(first_light))
-    assert first_light["tokens"] == expected
-    assert all(len(tokens) == 32 for tokens in first_light["tokens"])
+def test_the_folder_generates_transformers_tokens(one_device, hf_greedy) -> None:
+    expected = hf_greedy(one_device["prompt_token_ids"], **decoding_of(one_device))
+    assert one_device["tokens"] == expected
+    assert all(len(tokens) == 32 for tokens in one_device["tokens"])
 
 
-def test_what_ran_is_the_folders_first_light_tier(first_light) -> None:
-    assert (first_light["platform"], first_light["device"]) == (PLATFORM, "cpu")
-    assert first_light["compilation_mode"] == "NONE"
-    assert first_light["cudagraph_mode"] == "NONE"
-    assert first_light["attention_backends"] == ["TEMPLATE_ATTN"]
-    assert "first light: eager, V1 model runner, synchronous scheduling" in first_light["_stderr"]
+def test_what_ran_is_the_folders_platform_eagerly(one_device) -> None:
+    assert (one_device["platform"], one_device["device"]) == (PLATFORM, DEVICE)
+    assert one_device["compilation_mode"] == "NONE"
+    assert one_device["cudagraph_mode"] == "NONE"
+    assert one_device["attention_backends"] == ["TEMPLATE_ATTN"]
+    if IDENTITY.kernel_compiler is None:
+        assert (
+            "first light: eager, V1 model runner, synchronous scheduling" in one_device["_stderr"]
+        )
     # no traceback but vLLM's for another plugin it found and could not load
-    stderr = first_light["_stderr"]
+    stderr = one_device["_stderr"]
     foreign = stderr.count("Failed to load plugin ") - stderr.count(
         "Failed to load plugin template\n"
     )
     assert stderr.count("Traceback") == foreign, stderr[-6000:]
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {IDENTITY.device_type} device")
-def test_the_folder_generates_transformers_tokens_on_the_device(
-    engine_runs, tiny_model_dir
-) -> None:
-    """Device tier: one eager engine on the device the identity table names, as generated."""
-    device = IDENTITY.device_type
-    report = engine_runs.run(
-        "--device", device, "--enforce-eager", "--engine-args", json.dumps(ENGINE)
-    )
-    expected = hf_greedy_on(tiny_model_dir, device)(
-        report["prompt_token_ids"], **decoding_of(report)
-    )
-    assert report["platform"] == PLATFORM
-    assert report["tokens"] == expected
+def test_weights_and_kv_cache_are_in_the_devices_memory(one_device) -> None:
+    placement = one_device["placement"]
+    assert placement["weights"] == [f"{DEVICE}:0"]
+    assert placement["kv_cache"] == [f"{DEVICE}:0"]
+    assert placement["kv_cache_bytes"] >= ENGINE["kv_cache_memory_bytes"] * 0.9
+    # the device's allocator holds them (torch.accelerator's count of the device)
+    in_device_memory = placement["device_memory_allocated"]
+    assert in_device_memory >= placement["weight_bytes"] + placement["kv_cache_bytes"]
+
+
+def test_the_kernel_tables_operators_ran_on_the_device(one_device) -> None:
+    counts = one_device["device_dispatch"]
+    if counts is None:
+        pytest.skip(f"{DEVICE} does not count the operators it runs (the test device does)")
+    missing = [op for op in REFERENCE_KERNEL_OPERATORS if counts.get(op, 0) == 0]
+    assert not missing, f"not dispatched to {DEVICE}: {missing}; counted: {sorted(counts)}"
+
+
+@pytest.mark.skipif(torch.accelerator.device_count() < 2, reason=f"needs two {DEVICE} devices")
+def test_two_devices_generate_the_tokens_of_one(one_device, engine_runs) -> None:
+    """Tensor parallel over the identity's ``torch.distributed`` backend, one rank a device."""
+    two = engine_runs.run(*DEMO, "--engine-args", json.dumps({**ENGINE, "tensor_parallel_size": 2}))
+    assert (two["platform"], two["placement"]["weights"]) == (PLATFORM, [f"{DEVICE}:0"])
+    assert two["tokens"] == one_device["tokens"]

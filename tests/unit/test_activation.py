@@ -45,6 +45,7 @@ def test_unknown_device_names_the_choices() -> None:
     assert "'tpu'" in selection.problem and ", ".join(PLATFORM_QUALNAMES) in selection.problem
 
 
+@pytest.mark.skipif(IDENTITY.present(), reason=f"a {FOLDER_DEVICE} device is here")
 def test_missing_device_says_what_was_found() -> None:
     selection = select_platform({DEVICE_ENV: FOLDER_DEVICE})
     assert selection.qualname == ERROR_QUALNAME
@@ -52,6 +53,13 @@ def test_missing_device_says_what_was_found() -> None:
     assert all(
         f"{DEVICE_ENV}={d}" in selection.problem for d in PLATFORM_QUALNAMES if d != FOLDER_DEVICE
     )
+
+
+@pytest.mark.skipif(not IDENTITY.present(), reason=f"no {FOLDER_DEVICE} device here")
+def test_present_device_selects_the_folders_platform() -> None:
+    selection = select_platform({DEVICE_ENV: FOLDER_DEVICE})
+    assert selection.problem is None
+    assert selection.qualname == PLATFORM_QUALNAMES[FOLDER_DEVICE]
 
 
 @pytest.mark.parametrize(
@@ -113,10 +121,10 @@ def test_vllm_resolves_stock_platform_when_unset() -> None:
 def test_user_sees_bad_device_error_through_vllm() -> None:
     # vLLM swallows exceptions from platform plugin functions; the message must
     # still reach the user when vLLM resolves the platform.
-    result = _resolve_platform_in_subprocess({DEVICE_ENV: FOLDER_DEVICE})
+    result = _resolve_platform_in_subprocess({DEVICE_ENV: "tpu"})
     assert result.returncode != 0
     assert "TemplateActivationError" in result.stderr
-    assert f"{DEVICE_ENV}={FOLDER_DEVICE}" in result.stderr
+    assert f"{DEVICE_ENV}=tpu" in result.stderr
 
 
 def test_target_device_cpu_bypasses_the_plugin() -> None:

@@ -14,8 +14,9 @@ Writes ``vllm-NAME`` (or ``--out``) in one of two shapes, by the device's tier:
   speed tier's files as short starting points (:data:`FIRST_LIGHT_FILES`, from
   ``scaffold/first_light``), and the shared layers without what only the full
   plugin needs (:data:`FIRST_LIGHT_LEFT_OUT`; in shared files, the blocks
-  between ``[full only]`` markers). Its CI proves first light on the CPU: one
-  eager engine through the folder with its identity table pointed at ``cpu``
+  between ``[full only]`` markers). For ``npu`` its CI proves first light on
+  the PrivateUse1 test device (``tests/test_device``, copied verbatim): eager
+  engines through the folder on one and two test devices
   (``tests/e2e/test_gpu_first_light.py``), tokens equal to transformers'.
   ``--with-examples`` adds what was left out of the speed tier under
   ``examples/``, not wired in.
@@ -147,8 +148,8 @@ FIRST_LIGHT_TESTS = (
     Entry("tests/engine_exit.py", "the e2e fixtures' exit check"),
     Entry("tests/logprob_closeness.py", "vLLM's logprob-closeness rule"),
     Entry("tests/e2e/conftest.py", "the model and transformers fixtures"),
-    Entry("tests/e2e/first_light_on_cpu.py", "the device folder's first light on the CPU"),
-    Entry("tests/e2e/first_light_site/sitecustomize.py", "the same in the engine's subprocesses"),
+    Entry("tests/test_device", "the PrivateUse1 test device first light runs on in CI"),
+    Entry("tests/e2e/device_probe.py", "one engine in-process, with what the device counted"),
     Entry("tests/e2e/test_gpu_first_light.py", "first light proven: tokens equal transformers'"),
     Entry("tests/unit/test_activation.py", "activation and vLLM's plugin resolution"),
     Entry("tests/unit/test_attention_backend.py", "TEMPLATE_ATTN's vLLM glue"),
@@ -244,6 +245,11 @@ TOX_SECTIONS_LEFT_OUT = {
     "testenv:bundle": "tools/gpu_bundle.py is left out",
 }
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".venv"}
+# What pip's in-tree build of the test device leaves beside its sources (git ignores it).
+SKIPPED_BUILD = re.compile(r"^tests/test_device/(build|[^/]*\.egg-info)/")
+# Copied byte for byte: the test device is the same device in every plugin made from this
+# one, so one compiled build (cached by its sources' hash) serves them all.
+VERBATIM = ("tests/test_device",)
 BINARY_SUFFIXES = {".safetensors", ".png"}
 PACKAGE_DIR = "vllm_platform_template"
 DEVICE_FOLDER = f"{PACKAGE_DIR}/devices/gpu"
@@ -348,13 +354,25 @@ def device_renamer(device: str) -> Callable[[str], str]:
     return rename
 
 
+# The PrivateUse1 test device (tests/test_device/npu_test_device): its device type and its
+# torch.distributed backend. A first-light plugin for that device type runs on it as made.
+TEST_DEVICE = "npu"
+TEST_DEVICE_DIST_BACKEND = "npuccl"
+
+
 def port_identity(device: str) -> dict[str, str | None]:
-    """The identity table of a device the CUDA folder has not been ported to yet."""
+    """The identity table of a device the CUDA folder has not been ported to yet.
+
+    For the test device's type (:data:`TEST_DEVICE`) it names the test device's
+    ``torch.distributed`` backend, so the plugin runs there as generated; for any
+    other device that stays the vendor's to name (activation refuses until then).
+    """
     return {
         "device_type": device,
         "torch_module": device,  # torch.<device>, registered by the device's torch extension
         "dispatch_key": "PrivateUse1",  # the key torch gives an out-of-tree device
-        "dist_backend": None,  # its collective library's torch.distributed backend (HCCL, ...)
+        # its collective library's torch.distributed backend (HCCL, ...)
+        "dist_backend": TEST_DEVICE_DIST_BACKEND if device == TEST_DEVICE else None,
         "graph_api": None,
         "kernel_compiler": None,
         "array_interface": None,
@@ -443,7 +461,7 @@ def first_light_keeps(path: str) -> bool:
     if any(_within(path, e.path) for e in FIRST_LIGHT_LEFT_OUT):
         return False
     if _within(path, "tests"):
-        return any(path == e.path for e in FIRST_LIGHT_TESTS)
+        return any(_within(path, e.path) for e in FIRST_LIGHT_TESTS)
     return True
 
 
@@ -456,7 +474,8 @@ def copied_files(root: Path, shape: str = FULL) -> Iterator[str]:
             relative = path.relative_to(root).as_posix()
             copied = classify(relative) in COPIED
             wanted = shape == FULL or first_light_keeps(relative)
-            if path.is_file() and copied and wanted and not SKIPPED_PARTS & set(path.parts):
+            skipped = SKIPPED_PARTS & set(path.parts) or SKIPPED_BUILD.match(relative)
+            if path.is_file() and copied and wanted and not skipped:
                 yield relative
 
 
@@ -630,7 +649,7 @@ def generate(
 
     files = 0
     for path in copied_files(root, shape):
-        if Path(path).suffix in BINARY_SUFFIXES:
+        if Path(path).suffix in BINARY_SUFFIXES or any(_within(path, v) for v in VERBATIM):
             target = out / rename(path)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / path, target)

@@ -88,7 +88,9 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
     dist_backend = IDENTITY.dist_backend or ""  # None: activation refuses the device
     ray_device_key = IDENTITY.ray_device_key
     device_control_env_var = IDENTITY.visible_devices_env
-    simple_compile_backend = "inductor"
+    # vLLM's small helper compiles (sampler, rotary caches): Inductor generates code with the
+    # kernel compiler; without one, torch.compile runs them as traced, eagerly.
+    simple_compile_backend = "inductor" if IDENTITY.kernel_compiler is not None else "eager"
 
     # --- device identity and queries --------------------------------------
     @classmethod

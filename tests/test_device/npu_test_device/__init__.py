@@ -1,0 +1,160 @@
+"""``npu``: a PrivateUse1 test accelerator, the device a vendor's torch extension would be.
+
+It reaches torch the way a real accelerator's extension does (torch_npu,
+intel_extension_for_pytorch's XPU before torch had it): a compiled library
+registers the PrivateUse1 backend's runtime and operators (``csrc/``), the
+backend is renamed ``npu``, its device module becomes ``torch.npu``, and torch
+loads it at ``import torch`` through the ``torch.backends`` entry point (device
+backend autoload). Its memory is host memory owned by its own allocator, so
+everything vLLM does with device memory - views, copies, a KV cache, memory
+statistics, pinned host buffers, collectives - runs through the PrivateUse1
+paths a real device takes, on any machine.
+
+Pieces, each with the torch hook it serves:
+
+- ``csrc/runtime.cpp``: the device allocator (``c10::DeviceAllocator``), the
+  pinned host allocator (``at::HostAllocator``), the device guard with streams
+  and events (``DeviceGuardImplInterface``), generators and the
+  ``PrivateUse1HooksInterface``;
+- ``csrc/ops.cpp``: the operators a device owns (empty, views, resize, copies)
+  and the fallback that runs every other operator on host views of the same
+  storage, counting each dispatch (:func:`dispatch_counts`);
+- :mod:`.device_module`: ``torch.npu`` (``torch._register_device_module``);
+- :mod:`.collectives`: the ``npuccl`` ``torch.distributed`` backend.
+
+``python -m npu_test_device build`` compiles the library once per source and
+torch version (``torch.utils.cpp_extension``, ninja) into
+``~/.cache/npu_test_device/``; loading afterwards takes a fraction of a second.
+The device is registered only where ``NPU_TEST_DEVICE=1`` (:func:`autoload`):
+every other process of the same environment keeps torch as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported inside the functions: torch's autoload imports this module while
+# `import torch` is still running (the last step of torch's own initialisation).
+
+NAME = "npu"
+"""The device type of the test device's tensors (``torch.device("npu")``)."""
+DIST_BACKEND = "npuccl"
+"""Its ``torch.distributed`` backend."""
+ENABLE_ENV = "NPU_TEST_DEVICE"
+"""``1``: torch's device backend autoload registers the test device in this process."""
+COUNT_ENV = "NPU_TEST_DEVICE_COUNT"
+"""How many devices it has (2 by default)."""
+MEMORY_ENV = "NPU_TEST_DEVICE_MEMORY"
+"""Each device's memory in bytes (4 GiB by default)."""
+CSRC = Path(__file__).with_name("csrc")
+SOURCES = ("runtime.cpp", "ops.cpp")
+LIBRARY = "npu_test_device"
+
+
+class TestDeviceNotBuilt(RuntimeError):
+    """The library is not compiled for this source and torch version."""
+
+
+def build_dir() -> Path:
+    """Where this source and torch version's library is (or will be) built."""
+    import torch
+
+    digest = hashlib.sha256(torch.__version__.encode())
+    for name in (*SOURCES, "runtime.h"):
+        digest.update((CSRC / name).read_bytes())
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "npu_test_device" / digest.hexdigest()[:16]
+
+
+def library_path() -> Path:
+    return build_dir() / f"{LIBRARY}.so"
+
+
+def build(verbose: bool = False) -> Path:
+    """Compile the library if this source and torch version have none yet; its path."""
+    from torch.utils import cpp_extension
+
+    target = build_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    if not library_path().exists():
+        cpp_extension.load(
+            name=LIBRARY,
+            sources=[str(CSRC / name) for name in SOURCES],
+            extra_cflags=["-O2"],
+            build_directory=str(target),
+            is_python_module=False,
+            verbose=verbose,
+        )
+    return library_path()
+
+
+def is_registered() -> bool:
+    """Whether this process has the test device (``torch.npu`` and ``npu`` tensors)."""
+    import torch
+
+    return torch._C._get_privateuse1_backend_name() == NAME and hasattr(torch, NAME)
+
+
+def register() -> None:
+    """Load the built library and register the device with torch (idempotent)."""
+    import torch
+
+    if is_registered():
+        return
+    path = library_path()
+    if not path.exists():
+        raise TestDeviceNotBuilt(
+            f"the npu test device is not built for torch {torch.__version__} "
+            f"(expected {path}): run `python -m npu_test_device build`"
+        )
+    torch.ops.load_library(str(path))
+    torch.utils.rename_privateuse1_backend(NAME)
+    from npu_test_device import collectives, device_module
+
+    torch._register_device_module(NAME, device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+    collectives.register()
+
+
+def autoload() -> None:
+    """torch's ``torch.backends`` entry point: register where ``NPU_TEST_DEVICE=1``."""
+    if os.environ.get(ENABLE_ENV) == "1":
+        register()
+
+
+def dispatch_counts() -> dict[str, int]:
+    """How many times each operator ran on the device in this process, by name."""
+    import torch
+
+    names, counts = torch.ops.npu_test.dispatch_counts()
+    return dict(zip(names, counts, strict=True))
+
+
+def reset_dispatch_counts() -> None:
+    import torch
+
+    torch.ops.npu_test.reset_dispatch_counts()
+
+
+def host_view(tensor: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor over the same bytes as ``tensor`` (the device's memory is host memory)."""
+    import torch
+
+    return torch.ops.npu_test.host_view(tensor)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] != ["build"]:
+        print("usage: python -m npu_test_device build", file=sys.stderr)
+        return 2
+    print(build(verbose="-v" in argv))
+    return 0

@@ -1,0 +1,525 @@
+// The test device's runtime: what torch asks of a PrivateUse1 backend before any operator runs.
+//
+// Memory is host memory (the device is a stand-in), but it is the device's own: every byte a
+// tensor on `npu` owns comes from DeviceMemory below, counted per device against a capacity,
+// so `data_ptr`, views, strides, copies, memory statistics and out-of-memory behave as on a
+// device with its own memory. Streams and events are synchronous: work is done when queued.
+//
+// Each piece names the torch hook it serves:
+//   DeviceMemory      c10::DeviceAllocator, REGISTER_ALLOCATOR(PrivateUse1): tensors' storage,
+//                     torch.accelerator.memory_* / get_memory_info
+//   PinnedMemory      at::HostAllocator, REGISTER_HOST_ALLOCATOR(PrivateUse1): pin_memory(),
+//                     is_pinned(), torch.accelerator.empty_host_cache
+//   Guard             c10::impl::DeviceGuardImplInterface, C10_REGISTER_GUARD_IMPL(PrivateUse1):
+//                     current device, streams, events, synchronize, device count, capability
+//   Generator         at::CPUGeneratorImpl on PrivateUse1: torch.Generator(device="npu")
+//   Hooks             at::PrivateUse1HooksInterface, RegisterPrivateUse1HooksInterface:
+//                     availability, generators, pinned memory, device of a pointer
+
+#include "runtime.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace npu_test {
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr int64_t kDefaultDeviceCount = 2;
+constexpr int64_t kDefaultCapacity = int64_t{4} << 30;  // 4 GiB a device
+
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* text = std::getenv(name);
+  return text == nullptr || *text == '\0' ? fallback : std::stoll(text);
+}
+
+thread_local c10::DeviceIndex current_device_index = 0;
+
+}  // namespace
+
+c10::DeviceIndex device_count() {
+  static const auto count = static_cast<c10::DeviceIndex>(
+      env_int("NPU_TEST_DEVICE_COUNT", kDefaultDeviceCount));
+  return count;
+}
+
+int64_t device_capacity() {
+  static const int64_t capacity = env_int("NPU_TEST_DEVICE_MEMORY", kDefaultCapacity);
+  return capacity;
+}
+
+c10::DeviceIndex current_device() {
+  return current_device_index;
+}
+
+void check_device(c10::DeviceIndex index) {
+  TORCH_CHECK(
+      index >= 0 && index < device_count(), "npu:", static_cast<int>(index),
+      " does not exist: this test device has ", static_cast<int>(device_count()),
+      " devices (NPU_TEST_DEVICE_COUNT)");
+}
+
+void set_device(c10::DeviceIndex index) {
+  check_device(index);
+  current_device_index = index;
+}
+
+// --- device memory -----------------------------------------------------------------------
+
+namespace {
+
+void free_device_memory(void* ptr);
+
+struct DeviceMemory final : c10::DeviceAllocator {
+  DeviceMemory() : stats_(static_cast<size_t>(device_count())) {}
+
+  at::DataPtr allocate(size_t nbytes) override {
+    const auto device = current_device();
+    void* data = nullptr;
+    if (nbytes > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& stats = stats_[device];
+      const auto in_use = stats.allocated_bytes[kAll].current;
+      TORCH_CHECK_WITH(
+          OutOfMemoryError, in_use + static_cast<int64_t>(nbytes) <= device_capacity(),
+          "npu:", static_cast<int>(device), " is out of memory: ", nbytes,
+          " bytes asked, ", in_use, " of ", device_capacity(), " in use");
+      const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+      data = std::aligned_alloc(kAlignment, rounded);
+      TORCH_CHECK(data != nullptr, "the host could not back ", nbytes, " bytes of npu memory");
+      blocks_[data] = {device, nbytes};
+      for (auto* stat : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                         &stats.requested_bytes}) {
+        (*stat)[kAll].increase(nbytes);
+      }
+      for (auto* stat : {&stats.allocation, &stats.segment, &stats.active}) {
+        (*stat)[kAll].increase(1);
+      }
+      stats.num_device_alloc++;
+    }
+    return {data, data, &free_device_memory, c10::Device(c10::DeviceType::PrivateUse1, device)};
+  }
+
+  void release(void* ptr) {
+    if (ptr == nullptr) {
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto block = blocks_.find(ptr);
+    TORCH_INTERNAL_ASSERT(block != blocks_.end(), "npu memory freed twice or never allocated");
+    auto& stats = stats_[block->second.device];
+    const size_t nbytes = block->second.nbytes;
+    for (auto* stat : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                       &stats.requested_bytes}) {
+      (*stat)[kAll].decrease(nbytes);
+    }
+    for (auto* stat : {&stats.allocation, &stats.segment, &stats.active}) {
+      (*stat)[kAll].decrease(1);
+    }
+    stats.num_device_free++;
+    blocks_.erase(block);
+    std::free(ptr);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &free_device_memory;
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+
+  bool initialized() override {
+    return true;
+  }
+
+  void emptyCache(c10::MempoolId_t /*pool*/) override {}  // no cache: freed memory goes back
+
+  void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {}
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    check_device(device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_[device];
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    check_device(device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    for_each_stat(stats_[device], [](c10::CachingAllocator::Stat& s) { s.reset_accumulated(); });
+    stats_[device].num_device_alloc = 0;
+    stats_[device].num_device_free = 0;
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    check_device(device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    for_each_stat(stats_[device], [](c10::CachingAllocator::Stat& s) { s.reset_peak(); });
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    check_device(device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto used = stats_[device].allocated_bytes[kAll].current;
+    return {static_cast<size_t>(device_capacity() - used),
+            static_cast<size_t>(device_capacity())};
+  }
+
+  c10::DeviceIndex device_of(const void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [base, block] : blocks_) {
+      const auto* begin = static_cast<const char*>(base);
+      if (ptr >= begin && ptr < begin + block.nbytes) {
+        return block.device;
+      }
+    }
+    TORCH_CHECK(false, "pointer ", ptr, " is not in the memory of any npu device");
+  }
+
+ private:
+  static constexpr size_t kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+  struct Block {
+    c10::DeviceIndex device;
+    size_t nbytes;
+  };
+
+  template <typename F>
+  static void for_each_stat(c10::CachingDeviceAllocator::DeviceStats& stats, F visit) {
+    for (auto* array : {&stats.allocation, &stats.segment, &stats.active,
+                        &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                        &stats.requested_bytes}) {
+      visit((*array)[kAll]);
+    }
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<void*, Block> blocks_;
+  std::vector<c10::CachingDeviceAllocator::DeviceStats> stats_;
+};
+
+DeviceMemory device_memory;
+
+void free_device_memory(void* ptr) {
+  device_memory.release(ptr);
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &device_memory);
+
+// --- pinned host memory ------------------------------------------------------------------
+
+void free_pinned_memory(void* ptr);
+
+struct PinnedMemory final : at::HostAllocator {
+  at::DataPtr allocate(size_t nbytes) override {
+    void* data = nullptr;
+    if (nbytes > 0) {
+      data = std::malloc(nbytes);
+      TORCH_CHECK(data != nullptr, "could not pin ", nbytes, " bytes of host memory");
+      std::lock_guard<std::mutex> lock(mutex_);
+      blocks_[data] = nbytes;
+      stats_.allocations.increase(1);
+      stats_.allocated_bytes.increase(nbytes);
+      stats_.active_requests.increase(1);
+      stats_.active_bytes.increase(nbytes);
+    }
+    return {data, data, &free_pinned_memory, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  void release(void* ptr) {
+    if (ptr == nullptr) {
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto block = blocks_.find(ptr);
+    TORCH_INTERNAL_ASSERT(block != blocks_.end(), "pinned memory freed twice");
+    stats_.active_requests.decrease(1);
+    stats_.active_bytes.decrease(block->second);
+    blocks_.erase(block);
+    std::free(ptr);
+  }
+
+  bool owns(const void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [base, nbytes] : blocks_) {
+      const auto* begin = static_cast<const char*>(base);
+      if (ptr >= begin && ptr < begin + nbytes) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &free_pinned_memory;
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+
+  bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override {
+    return true;  // synchronous streams: nothing is in flight
+  }
+
+  void empty_cache() override {}
+
+  at::HostStats get_stats() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void reset_accumulated_stats() override {}
+
+  void reset_peak_stats() override {}
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<void*, size_t> blocks_;
+  at::HostStats stats_;
+};
+
+PinnedMemory pinned_memory;
+
+void free_pinned_memory(void* ptr) {
+  pinned_memory.release(ptr);
+}
+
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &pinned_memory);
+
+// --- device guard: devices, streams, events ----------------------------------------------
+
+struct Event {
+  std::chrono::steady_clock::time_point recorded;
+};
+
+// One current stream per thread and device, as torch expects of a device runtime.
+thread_local std::unordered_map<c10::DeviceIndex, c10::StreamId> current_streams;
+std::atomic<c10::StreamId> next_stream_id{1};
+
+struct Guard final : c10::impl::DeviceGuardImplInterface {
+  static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+
+  c10::DeviceType type() const override {
+    return kType;
+  }
+
+  c10::Device exchangeDevice(c10::Device device) const override {
+    const auto previous = getDevice();
+    setDevice(device);
+    return previous;
+  }
+
+  c10::Device getDevice() const override {
+    return {kType, current_device()};
+  }
+
+  void setDevice(c10::Device device) const override {
+    TORCH_INTERNAL_ASSERT(device.type() == kType);
+    if (device.has_index()) {
+      set_device(device.index());
+    }
+  }
+
+  void uncheckedSetDevice(c10::Device device) const noexcept override {
+    if (device.has_index() && device.index() >= 0 && device.index() < device_count()) {
+      current_device_index = device.index();
+    }
+  }
+
+  c10::Stream getStream(c10::Device device) const override {
+    const auto found = current_streams.find(device.index());
+    const auto id = found == current_streams.end() ? 0 : found->second;
+    return c10::Stream(c10::Stream::UNSAFE, device, id);
+  }
+
+  c10::Stream getDefaultStream(c10::Device device) const override {
+    return c10::Stream(c10::Stream::UNSAFE, device, 0);
+  }
+
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*high*/) const override {
+    return getNewStream(device, 0);
+  }
+
+  c10::Stream getNewStream(c10::Device device, int /*priority*/) const override {
+    return c10::Stream(c10::Stream::UNSAFE, device, next_stream_id++);
+  }
+
+  c10::Stream exchangeStream(c10::Stream stream) const override {
+    const auto previous = getStream(stream.device());
+    current_streams[stream.device_index()] = stream.id();
+    return previous;
+  }
+
+  void record(void** event, const c10::Stream& /*stream*/, const c10::DeviceIndex /*device*/,
+              const c10::EventFlag /*flag*/) const override {
+    if (*event == nullptr) {
+      *event = new Event();
+    }
+    static_cast<Event*>(*event)->recorded = std::chrono::steady_clock::now();
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
+    delete static_cast<Event*>(event);
+  }
+
+  void block(void* /*event*/, const c10::Stream& /*stream*/) const override {}
+
+  bool queryEvent(void* /*event*/) const override {
+    return true;
+  }
+
+  void synchronizeEvent(void* /*event*/) const override {}
+
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr, "both events must be recorded first");
+    const auto elapsed =
+        static_cast<Event*>(end)->recorded - static_cast<Event*>(start)->recorded;
+    return std::chrono::duration<double, std::milli>(elapsed).count();
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return device_count();
+  }
+
+  c10::DeviceCapability getDeviceCapability(c10::Device /*device*/) const override {
+    return {};  // every dtype: the host's arithmetic runs them all
+  }
+
+  bool queryStream(const c10::Stream& /*stream*/) const override {
+    return true;
+  }
+
+  void synchronizeStream(const c10::Stream& /*stream*/) const override {}
+
+  void synchronizeDevice(const c10::DeviceIndex /*device*/) const override {}
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, Guard);
+
+// --- generators and hooks ----------------------------------------------------------------
+
+struct Generator final : at::CPUGeneratorImpl {
+  explicit Generator(c10::DeviceIndex index) {
+    device_ = c10::Device(c10::DeviceType::PrivateUse1, index);
+    key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  }
+};
+
+struct Hooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override {
+    return true;
+  }
+
+  bool isAvailable() const override {
+    return device_count() > 0;
+  }
+
+  bool hasPrimaryContext(c10::DeviceIndex /*device*/) const override {
+    return true;
+  }
+
+  void init() const override {}
+
+  c10::DeviceIndex deviceCount() const override {
+    return device_count();
+  }
+
+  void setCurrentDevice(c10::DeviceIndex device) const override {
+    set_device(device);
+  }
+
+  c10::DeviceIndex getCurrentDevice() const override {
+    return current_device();
+  }
+
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
+    const auto previous = current_device();
+    set_device(device);
+    return previous;
+  }
+
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
+    return exchangeDevice(device);
+  }
+
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+    static std::vector<at::Generator> defaults = [] {
+      std::vector<at::Generator> made;
+      for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+        made.push_back(at::make_generator<Generator>(i));
+        made.back().set_current_seed(c10::detail::getNonDeterministicRandom());
+      }
+      return made;
+    }();
+    const auto index = device < 0 ? current_device() : device;
+    check_device(index);
+    return defaults[index];
+  }
+
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    return at::make_generator<Generator>(device < 0 ? current_device() : device);
+  }
+
+  at::Allocator* getPinnedMemoryAllocator() const override {
+    return &pinned_memory;
+  }
+
+  bool isPinnedPtr(const void* data) const override {
+    return pinned_memory.owns(data);
+  }
+
+  at::Device getDeviceFromPtr(void* data) const override {
+    return {c10::DeviceType::PrivateUse1, device_memory.device_of(data)};
+  }
+
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
+    resize_storage(storage, nbytes);
+  }
+};
+
+const bool hooks_registered = [] {
+  static Hooks hooks;
+  at::RegisterPrivateUse1HooksInterface(&hooks);
+  return true;
+}();
+
+}  // namespace
+
+at::Allocator* device_allocator() {
+  return &device_memory;
+}
+
+void resize_storage(const c10::Storage& storage, size_t nbytes) {
+  if (nbytes <= storage.nbytes()) {
+    storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
+    return;
+  }
+  const auto device = storage.device().index();
+  const auto previous = current_device();
+  set_device(device);
+  auto grown = device_memory.allocate(nbytes);
+  set_device(previous);
+  if (storage.nbytes() > 0) {
+    std::memcpy(grown.get(), storage.data(), storage.nbytes());
+  }
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(grown));
+  storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
+}
+
+}  // namespace npu_test
