@@ -145,12 +145,7 @@ def _placement(worker: Any) -> dict[str, Any]:
         "weights": sorted({str(t.device) for t in weights}),
         "weight_bytes": sum(t.numel() * t.element_size() for t in weights),
         "kv_cache": sorted({str(t.device) for t in kv_caches}),
-        # layers' caches may be views of one buffer: each storage once
-        "kv_cache_bytes": sum(
-            {
-                t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in kv_caches
-            }.values()
-        ),
+        "kv_cache_bytes": sum(storage.nbytes() for storage in kv_storages.values()),
     }
     accelerator = torch.accelerator.current_accelerator()
     device = worker.device
