@@ -1,0 +1,184 @@
+"""The PrivateUse1 test device (``tests/test_device``) answers torch as a real device would.
+
+Each check runs in a child process with ``NPU_TEST_DEVICE=1`` (torch's device
+backend autoload registers the device there), so this process keeps torch as
+it is. What a vLLM engine needs of a device is covered piece by piece: tensors
+in the device's own memory counted by its allocator, views that write through,
+outputs a kernel resizes, copies both ways, the operator fallback and its
+counts, pinned host memory, generators, streams and events, two devices, the
+out-of-memory error, ``torch.accelerator`` and ``torch.npu``, and the ``npuccl``
+collectives between two processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("npu_test_device")
+
+
+def _run(code: str, **env: str) -> Any:
+    """Run ``code`` as a script (a file: spawned ranks import it) with the device; its JSON."""
+    child = {**os.environ, "NPU_TEST_DEVICE": "1", **env}
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder, "check.py")
+        script.write_text(textwrap.dedent(code))
+        proc = subprocess.run(
+            [sys.executable, str(script)], env=child, capture_output=True, text=True, timeout=240
+        )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def device() -> dict:
+    return _run(
+        """
+        import json, torch, npu_test_device as d
+        out = {"accelerator": str(torch.accelerator.current_accelerator()),
+               "count": torch.accelerator.device_count(), "module": torch.npu.__name__}
+        before = torch.accelerator.memory_allocated(0)
+        x = torch.arange(12, dtype=torch.float32).reshape(3, 4).to("npu")
+        out["device"] = str(x.device)
+        out["allocated"] = torch.accelerator.memory_allocated(0) - before
+        free, total = torch.accelerator.get_memory_info(0)
+        out["memory_info"] = [free, total]
+        column = x[:, 1]
+        column.add_(100)  # a view on the device writes into the tensor's memory
+        out["through_view"] = x.cpu()[:, 1].tolist()
+        out["host_view_shares_bytes"] = d.host_view(x).data_ptr() == x.data_ptr()
+        grown = torch.empty(0, device="npu")
+        torch.cat([x, x], out=grown)  # the CPU kernel resizes the out= tensor
+        out["grown"] = [list(grown.shape), str(grown.device), grown.cpu()[3].tolist()]
+        d.reset_dispatch_counts()
+        y = torch.mm(x, x.t())
+        out["counts"] = d.dispatch_counts()
+        out["mm"] = torch.equal(y.cpu(), x.cpu() @ x.cpu().t())
+        out["bf16"] = (x.to(torch.bfloat16).cpu().float() == x.cpu()).all().item()
+        pinned = torch.ones(4).pin_memory()
+        out["pinned"] = [pinned.is_pinned(), torch.ones(4).is_pinned()]
+        g = torch.Generator(device="npu")
+        g.manual_seed(7); a = torch.randn(5, device="npu", generator=g)
+        g.manual_seed(7); b = torch.randn(5, device="npu", generator=g)
+        c = torch.randn(5, device="npu", generator=g)
+        out["generator"] = [torch.equal(a.cpu(), b.cpu()), torch.equal(b.cpu(), c.cpu())]
+        start = torch.Event(device="npu", enable_timing=True)
+        end = torch.Event(device="npu", enable_timing=True)
+        stream = torch.Stream(device="npu")
+        start.record(stream); end.record(stream); end.synchronize()
+        out["events"] = [end.query(), start.elapsed_time(end) >= 0, stream.query()]
+        torch.accelerator.set_device_index(1)
+        on_one = torch.ones(3, device="npu")
+        out["second_device"] = [str(on_one.device), torch.accelerator.memory_allocated(1)]
+        torch.accelerator.synchronize()
+        out["capability"] = torch.bfloat16 in torch.accelerator.get_device_capability(0)[
+            "supported_dtypes"]
+        try:
+            torch.empty(1 << 40, dtype=torch.uint8, device="npu")
+            out["oom"] = None
+        except torch.OutOfMemoryError as error:
+            out["oom"] = str(error).splitlines()[0]
+        out["properties"] = torch.npu.get_device_properties(0).total_memory
+        print(json.dumps(out))
+        """,
+        NPU_TEST_DEVICE_MEMORY=str(1 << 30),
+    )
+
+
+def test_torch_knows_the_device_by_name(device) -> None:
+    assert (device["accelerator"], device["count"], device["device"]) == ("npu", 2, "npu:0")
+    assert device["module"] == "npu_test_device.device_module"
+
+
+def test_tensors_live_in_the_devices_own_memory(device) -> None:
+    assert device["allocated"] >= 12 * 4
+    free, total = device["memory_info"]
+    assert total == 1 << 30 and free == total - device["allocated"]
+    assert device["properties"] == 1 << 30
+    assert device["host_view_shares_bytes"]
+
+
+def test_views_and_resized_outputs_behave_as_on_a_device(device) -> None:
+    assert device["through_view"] == [101.0, 105.0, 109.0]
+    assert device["grown"] == [[6, 4], "npu:0", [0.0, 101.0, 2.0, 3.0]]
+
+
+def test_operators_run_on_the_device_and_are_counted(device) -> None:
+    assert device["mm"] and device["bf16"]
+    assert device["counts"].get("aten::mm.out") == 1
+    assert device["counts"].get("aten::empty.memory_format", 0) >= 1
+
+
+def test_runtime_pieces(device) -> None:
+    assert device["pinned"] == [True, False]
+    assert device["generator"] == [True, False]
+    assert device["events"] == [True, True, True]
+    assert device["second_device"] == ["npu:1", 12]
+    assert device["capability"]
+    # device 1 is the current one by then
+    assert device["oom"] is not None and "npu:1 is out of memory" in device["oom"]
+
+
+def test_an_unbuilt_device_says_how_to_build_it(tmp_path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import torch"],
+        env={**os.environ, "NPU_TEST_DEVICE": "1", "XDG_CACHE_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "run `python -m npu_test_device build`" in proc.stderr
+
+
+def test_npuccl_collectives_between_two_processes(tmp_path) -> None:
+    result = _run(
+        f"""
+        import json, torch, torch.distributed as dist, torch.multiprocessing as mp
+
+        def rank_main(rank):
+            torch.accelerator.set_device_index(rank)
+            dist.init_process_group(
+                "npuccl", init_method="file://{tmp_path}/store", rank=rank, world_size=2)
+            t = torch.full((4,), float(rank + 1), device="npu")
+            dist.all_reduce(t)
+            gathered = torch.empty(8, device="npu")
+            dist.all_gather_into_tensor(gathered, t)
+            scattered = torch.empty(2, device="npu")
+            dist.reduce_scatter_tensor(scattered, torch.arange(4.0, device="npu"))
+            b = torch.full((2,), float(rank), device="npu")
+            dist.broadcast(b, 1)
+            p2p = torch.full((3,), float(rank), device="npu")
+            if rank == 0:
+                dist.send(torch.full((3,), 9.0, device="npu"), 1)
+            else:
+                dist.recv(p2p, 0)
+            out = {{"device": str(t.device), "backend": dist.get_backend(),
+                    "all_reduce": t.cpu().tolist(), "all_gather": gathered.cpu().tolist(),
+                    "reduce_scatter": scattered.cpu().tolist(), "broadcast": b.cpu().tolist(),
+                    "recv": p2p.cpu().tolist()}}
+            with open("{tmp_path}/rank%d.json" % rank, "w") as f:
+                json.dump(out, f)
+            dist.destroy_process_group()
+
+        if __name__ == "__main__":
+            mp.spawn(rank_main, nprocs=2)
+            print(json.dumps([json.load(open("{tmp_path}/rank%d.json" % r)) for r in (0, 1)]))
+        """
+    )
+    for rank, out in enumerate(result):
+        assert (out["device"], out["backend"]) == (f"npu:{rank}", "npuccl")
+        assert out["all_reduce"] == [3.0] * 4
+        assert out["all_gather"] == [3.0] * 8
+        assert out["reduce_scatter"] == [2.0 * (2 * rank), 2.0 * (2 * rank + 1)]
+        assert out["broadcast"] == [1.0, 1.0]
+    assert result[1]["recv"] == [9.0] * 3
