@@ -151,9 +151,39 @@ def test_a_device_module_without_cudas_properties_gets_vllms_answers(monkeypatch
     module = SimpleNamespace(get_device_properties=lambda i: SimpleNamespace(total_memory=1 << 30))
     monkeypatch.setattr(folder, "torch_module", lambda: module)
     assert folder.TemplateGpuPlatform.get_device_capability() is None
-    assert folder.TemplateGpuPlatform.get_device_total_memory() == 1 << 30
-    folder.TemplateGpuPlatform.check_if_supports_dtype(torch.bfloat16)  # no capability to check
     with pytest.raises(NotImplementedError):
         folder.TemplateGpuPlatform.get_device_uuid()
     with pytest.raises(NotImplementedError):
         folder.TemplateGpuPlatform.num_compute_units()
+
+
+def test_dtypes_come_from_the_devices_runtime(monkeypatch) -> None:
+    """``torch.accelerator.get_device_capability``'s dtypes decide; no vendor's version rule."""
+    module = SimpleNamespace(get_device_name=lambda i=0: "a device without bfloat16")
+    monkeypatch.setattr(folder, "torch_module", lambda: module)
+    capability = {"supported_dtypes": {torch.float32, torch.float16}}
+    monkeypatch.setattr(torch.accelerator, "get_device_capability", lambda *a: capability)
+    folder.TemplateGpuPlatform.check_if_supports_dtype(torch.float16)
+    with pytest.raises(ValueError, match=r"does not support torch\.bfloat16.*Run with another"):
+        folder.TemplateGpuPlatform.check_if_supports_dtype(torch.bfloat16)
+    monkeypatch.delattr(torch.accelerator, "get_device_capability")  # a torch that cannot say
+    folder.TemplateGpuPlatform.check_if_supports_dtype(torch.bfloat16)
+
+
+def test_memory_queries_fall_back_to_the_device_module(monkeypatch) -> None:
+    """A torch whose ``torch.accelerator`` lacks a memory call: the device module answers."""
+    module = SimpleNamespace(mem_get_info=lambda i: (5, 8), max_memory_allocated=lambda d: 3)
+    monkeypatch.setattr(folder, "torch_module", lambda: module)
+    monkeypatch.delattr(torch.accelerator, "get_memory_info")
+    monkeypatch.delattr(torch.accelerator, "max_memory_allocated")
+    assert folder.TemplateGpuPlatform.get_device_total_memory() == 8
+    assert folder.accelerator_call("max_memory_allocated", None) == 3
+
+
+def test_first_light_uses_vllms_communicator(monkeypatch) -> None:
+    monkeypatch.setattr(folder, "IDENTITY", FIRST_LIGHT)
+    assert folder.TemplateGpuPlatform.get_device_communicator_cls().endswith(
+        "base_device_communicator.DeviceCommunicatorBase"
+    )
+    monkeypatch.setattr(folder, "IDENTITY", IDENTITY)
+    assert folder.TemplateGpuPlatform.get_device_communicator_cls() == folder.COMMUNICATOR

@@ -7,7 +7,9 @@ it runs bf16), and every vLLM IR op with its providers - each one supported or n
 with the reason - and the provider priority lists that would apply in eager
 mode and under each compile stage; for a device folder whose identity table
 leaves speed APIs out, what runs in first light instead (its
-``availability.first_light_parts``).
+``availability.first_light_parts``); and for a device folder, each row of the
+torch extension's contract probed on the device (its ``torch_contract.probe``),
+naming what the extension is missing.
 """
 
 from __future__ import annotations
@@ -131,7 +133,17 @@ def collect(device: str | None) -> dict[str, Any]:
     # what a device folder runs in first light while its identity leaves speed APIs out
     availability = importlib.import_module(f"{DEVICE_PACKAGES[diagnosed]}.availability")
     report["first_light"] = list(getattr(availability, "first_light_parts", list)())
+    # the torch extension's side of first light, probed on the device (a device folder's)
+    contract = _contract_module(DEVICE_PACKAGES[diagnosed])
+    report["torch_contract"] = contract.probe() if contract is not None else {}
     return report
+
+
+def _contract_module(package: str) -> Any:
+    try:
+        return importlib.import_module(f"{package}.torch_contract")
+    except ModuleNotFoundError:  # a folder without one (the CPU reference backend)
+        return None
 
 
 def layer_replacements() -> dict[str, dict[str, str]]:
@@ -181,6 +193,10 @@ def print_human(report: dict[str, Any]) -> None:
         print(f"== first light on {report['diagnosed_device']}: the speed tier still to do")
         for line in report["first_light"]:
             print(f"  {line}")
+    if report["torch_contract"]:
+        print(f"== the torch extension's contract on {report['diagnosed_device']}")
+        for row, problem in report["torch_contract"].items():
+            print(f"  [{'no ' if problem else 'yes'}] {row}{': ' + problem if problem else ''}")
     print(f"== vLLM IR ops (priorities for device {report['diagnosed_device']})")
     for op, entry in report["ir_ops"].items():
         print(f"  {op}")

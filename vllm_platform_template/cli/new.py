@@ -170,6 +170,8 @@ FIRST_LIGHT_TESTS = (
     Entry("tests/unit/test_policy.py", "the config policy's pure functions"),
     Entry("tests/unit/test_stock_exit_abort.py", "the e2e fixtures' exit check"),
     Entry("tests/unit/test_tox_shared_env.py", "the tox commands share one virtualenv"),
+    Entry("tests/unit/test_test_device.py", "the test device answers torch as a device would"),
+    Entry("tests/unit/test_torch_contract.py", "the torch extension's contract, probed"),
 )
 
 

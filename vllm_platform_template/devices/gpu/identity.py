@@ -34,7 +34,8 @@ class DeviceIdentity:
     device_type: str
     """``torch.device`` type of its tensors; also the value of the plugin's device setting."""
     torch_module: str
-    """``torch.<torch_module>``: set_device, seeding, memory statistics, streams."""
+    """``torch.<torch_module>``, the device module its torch extension registers: what
+    ``torch.accelerator`` does not answer (name, properties, seeding, streams)."""
     dispatch_key: str
     """The dispatch key vLLM registers its ``torch.ops.vllm.*`` ops under."""
     dist_backend: str | None

@@ -5,7 +5,10 @@ names for ``VLLM_TEMPLATE_DEVICE=<IDENTITY.device_type>``. This is the shape a
 vendor copies for a new accelerator: it subclasses
 ``vllm.platforms.interface.Platform`` directly (not vLLM's ``CudaPlatform``),
 reports ``PlatformEnum.OOT`` and answers every question the engine asks of a
-device itself, from torch's device module (``identity.torch_module()``). It
+device itself, through ``torch.accelerator`` (current device, memory, dtypes:
+what torch asks every accelerator's extension to provide) and, for what that
+API lacks (the device's name and properties, seeding), torch's device module
+(``identity.torch_module()``). It
 needs no compiled vLLM file: vLLM may be installed as pure Python
 (``VLLM_TARGET_DEVICE=empty``), every kernel on the path is the plugin's or torch's.
 
@@ -18,7 +21,9 @@ Which hook serves what (docs/porting-guide.md; tiers in ``availability.HOOKS``):
 - device queries the engine makes while sizing memory and binding ranks (first
   light): ``get_device_name``/``uuid``/``capability``/``total_memory``,
   ``set_device``, ``manual_seed_all`` (seeding), ``get_current_memory_usage``,
-  ``num_compute_units``, ``check_if_supports_dtype``, ``is_pin_memory_available``;
+  ``num_compute_units``, ``check_if_supports_dtype`` (the dtypes the device's
+  runtime declares), ``is_pin_memory_available``; where an older torch's
+  ``torch.accelerator`` lacks a memory call, the device module answers it;
   a property the device module does not report (CUDA's compute capability,
   UUID, multiprocessor count) is answered as vLLM's ``Platform`` does without
   one; anything else vLLM asks (``synchronize``, ``mem_get_info``,
@@ -35,19 +40,22 @@ Which hook serves what (docs/porting-guide.md; tiers in ``availability.HOOKS``):
   graph stage and vLLM's small helper compiles (``simple_compile_backend``) use
   Inductor, which generates code with the identity's ``kernel_compiler`` (speed);
 - runtime: ``worker_cls`` -> ``worker.py`` (device, memory pool, sleep mode,
-  model runner), ``get_device_communicator_cls`` -> ``communicator.py``.
+  model runner), ``get_device_communicator_cls`` -> vLLM's own
+  ``DeviceCommunicatorBase`` in first light, ``communicator.py`` (its graph
+  capture) with a graph API.
 
 Proven by ``tests/unit/test_gpu_platform.py`` (any machine: the shape, the
 identity and the first-light policy), ``tests/e2e/test_gpu_first_light.py``
-(first light on the CPU: the table pointed at ``cpu``, tokens equal to
-transformers; on the device, the same engine) and the device tier's engine tests.
+(first light on the device: tokens equal to transformers', weights and KV cache
+in the device's memory; a plugin generated for the PrivateUse1 test device runs
+it in CI) and the device tier's engine tests.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from vllm.platforms.interface import DeviceCapability, Platform
@@ -71,8 +79,6 @@ COMMUNICATOR = "vllm_platform_template.devices.gpu.communicator.TemplateGpuCommu
 DEFAULT_BLOCK_SIZE = 16
 # vLLM's choice of model runner (its documented switch)
 V2_MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
-# bfloat16 arithmetic needs compute capability 8.0 (Ampere) or newer.
-BF16_MIN_CAPABILITY = 80
 
 
 class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
@@ -116,7 +122,7 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def get_device_total_memory(cls, device_id: int = 0) -> int:
-        return int(torch_module().get_device_properties(device_id).total_memory)
+        return accelerator_memory_info(device_id)[1]
 
     @classmethod
     def num_compute_units(cls, device_id: int = 0) -> int:
@@ -128,19 +134,19 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def set_device(cls, device: torch.device) -> None:
-        torch_module().set_device(device)
+        torch.accelerator.set_device_index(device)
         # Create the context now, not at the first kernel (pytorch/pytorch#155668).
         torch.zeros(1, device=device)
 
     @classmethod
     def manual_seed_all(cls, seed: int) -> None:
-        torch_module().manual_seed_all(seed)
+        torch_module().manual_seed_all(seed)  # torch.accelerator has no seeding
 
     @classmethod
     def get_current_memory_usage(cls, device: torch.types.Device | None = None) -> float:
-        torch_module().empty_cache()
-        torch_module().reset_peak_memory_stats(device)
-        return float(torch_module().max_memory_allocated(device))
+        accelerator_call("empty_cache")
+        accelerator_call("reset_peak_memory_stats", device)
+        return float(accelerator_call("max_memory_allocated", device))
 
     @classmethod
     def is_pin_memory_available(cls) -> bool:
@@ -150,14 +156,21 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
-        capability = cls.get_device_capability()
-        if dtype != torch.bfloat16 or capability is None:
+        """The dtypes the device's runtime declares (``torch.accelerator``'s capability)."""
+        supported = accelerator_supported_dtypes()
+        if supported is None or dtype in supported:
             return
-        if capability.to_int() < BF16_MIN_CAPABILITY:
-            raise ValueError(
-                f"bfloat16 needs compute capability 8.0 or newer; {cls.get_device_name()} has "
-                f"{capability.as_version_str()}. Run with --dtype float16 or float32."
-            )
+        raise ValueError(
+            f"{cls.get_device_name()} does not support {dtype} (its runtime supports "
+            f"{', '.join(sorted(str(d) for d in supported))}). Run with another --dtype."
+        )
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        """vLLM's own communicator in first light; this folder's adds graph capture (speed)."""
+        if IDENTITY.graph_api is None:
+            return super().get_device_communicator_cls()
+        return COMMUNICATOR
 
     # --- first light: eager mode, V1 model runner ---------------------------
     @classmethod
@@ -183,14 +196,34 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
         DEVICE.load_libraries()
 
     @classmethod
-    def get_device_communicator_cls(cls) -> str:
-        return COMMUNICATOR
-
-    @classmethod
     def _update_device_config(cls, vllm_config: VllmConfig) -> None:
         cache_config = vllm_config.cache_config
         if cache_config.block_size is None:
             cache_config.block_size = DEFAULT_BLOCK_SIZE
+
+
+def accelerator_call(name: str, *args: object) -> Any:
+    """``torch.accelerator.<name>(*args)``, or ``torch.<module>.<name>`` where this torch's
+    accelerator API lacks it (torch 2.13 has them all; older ones not every memory call)."""
+    function = getattr(torch.accelerator, name, None) or getattr(torch_module(), name)
+    return function(*args)
+
+
+def accelerator_memory_info(device_id: int) -> tuple[int, int]:
+    """``(free, total)`` bytes of the device's memory, from its runtime."""
+    if hasattr(torch.accelerator, "get_memory_info"):
+        free, total = torch.accelerator.get_memory_info(device_id)
+    else:
+        free, total = torch_module().mem_get_info(device_id)
+    return int(free), int(total)
+
+
+def accelerator_supported_dtypes() -> set[torch.dtype] | None:
+    """The dtypes the current device's runtime supports (None: this torch cannot say)."""
+    query = getattr(torch.accelerator, "get_device_capability", None)
+    if query is None:
+        return None
+    return set(query()["supported_dtypes"])
 
 
 def first_light_defaults(

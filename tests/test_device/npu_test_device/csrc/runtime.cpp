@@ -199,8 +199,8 @@ struct DeviceMemory final : c10::DeviceAllocator {
     size_t nbytes;
   };
 
-  template <typename F>
-  static void for_each_stat(c10::CachingDeviceAllocator::DeviceStats& stats, F visit) {
+  static void for_each_stat(
+      c10::CachingDeviceAllocator::DeviceStats& stats, void (*visit)(c10::CachingAllocator::Stat&)) {
     for (auto* array : {&stats.allocation, &stats.segment, &stats.active,
                         &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
                         &stats.requested_bytes}) {
