@@ -30,8 +30,18 @@ def _attention_backends(vllm_config: Any) -> list[str]:
     return sorted(names)
 
 
+def _true_flags(config: Any) -> list[str]:
+    """The boolean options switched on in a config object (the compile passes)."""
+    try:
+        return sorted(k for k, v in vars(config).items() if v is True)
+    except TypeError:
+        return []
+
+
 def describe(vllm_config: Any, model_runner: Any) -> dict[str, Any]:
     """The facts that tell two engines' configurations apart (JSON-ready)."""
+    from vllm.platforms import current_platform
+
     sched, comp = vllm_config.scheduler_config, vllm_config.compilation_config
     model, cache = vllm_config.model_config, vllm_config.cache_config
     pass_config = getattr(comp, "pass_config", None)
@@ -53,13 +63,11 @@ def describe(vllm_config: Any, model_runner: Any) -> dict[str, Any]:
         "compile_ranges_endpoints": list(getattr(comp, "compile_ranges_endpoints", None) or []),
         "compile_sizes": list(comp.compile_sizes or []),
         "splitting_ops": list(comp.splitting_ops or []),
-        "fusion_passes": {k: v for k, v in vars(pass_config).items() if isinstance(v, bool) and v}
-        if pass_config is not None
-        else {},
+        "fusion_passes": _true_flags(pass_config),
         "attention_backends": _attention_backends(vllm_config),
         "use_v2_model_runner": getattr(vllm_config, "use_v2_model_runner", None),
         "model_runner": type(model_runner).__qualname__,
-        "platform": type(__import__("vllm.platforms").platforms.current_platform).__qualname__,
+        "platform": type(current_platform).__qualname__,
     }
 
 

@@ -150,7 +150,10 @@ def main() -> None:
         "env": {k: v for k, v in sorted(os.environ.items()) if _recorded_env(k)},
     }
     if "worker_extension_cls" in kwargs:
-        init["resolved"] = llm.collective_rpc("bench_describe")[0]
+        try:  # a fact missing from the report must not cost the engine its run
+            init["resolved"] = llm.collective_rpc("bench_describe")[0]
+        except Exception as exc:
+            init["resolved"] = {"error": f"{type(exc).__name__}: {exc}"}
     answer(init)
     warmed: set[tuple[str, int]] = set()
     for line in sys.stdin:
@@ -185,10 +188,13 @@ def main() -> None:
         elif op == "prefill_diag":
             # after the measured rounds: the engine steps and kernels of one prefill
             length = command["length"]
-            llm.collective_rpc("bench_record_start", args=(command.get("profile", True),))
-            seconds = timed(_prompt_ids(1, length, vocab, seed), 1)
-            record = llm.collective_rpc("bench_record_stop")[0]
-            answer({"prefill_tok_s": length / seconds, **record})
+            try:
+                llm.collective_rpc("bench_record_start", args=(command.get("profile", True),))
+                seconds = timed(_prompt_ids(1, length, vocab, seed), 1)
+                record = llm.collective_rpc("bench_record_stop")[0]
+                answer({"prefill_tok_s": length / seconds, **record})
+            except Exception as exc:
+                answer({"error": f"{type(exc).__name__}: {exc}"})
         elif op == "prefill":
             length = command["length"]
             if ("prefill", length) not in warmed:
