@@ -6,8 +6,9 @@
 ``size`` names an embedded model (its weights); ``shape`` a benchmark shape of
 ``bench_shapes.py`` (config and tokenizer only, vLLM's dummy weights made on the
 device). Starts the engine and writes one JSON line to stdout: ``init_s``, the
-process id, the engine arguments (``kwargs``) and the ``VLLM_*``/torch/Triton/CUDA
-environment it runs with (``env``), and, when the spec names a
+process id, the engine arguments (``kwargs``), the ``VLLM_*``/torch/Triton/CUDA
+environment the engine was asked to start with (``env``) and what building it
+changed there (``env_changed``), and, when the spec names a
 ``worker_extension_cls`` (``_bench_worker.py``), the configuration the worker
 resolved (``resolved``). Then it reads one JSON command per line from stdin and
 answers each with one JSON line:
@@ -122,6 +123,7 @@ def main() -> None:
         kwargs["compilation_config"] = variant["compilation"]
     if "template" in variant:
         kwargs["additional_config"] = {"template": variant["template"]}
+    env = {k: v for k, v in sorted(os.environ.items()) if _recorded_env(k)}
     start = time.perf_counter()
     llm = LLM(**kwargs)
     init_s = time.perf_counter() - start
@@ -147,7 +149,12 @@ def main() -> None:
         "init_s": round(init_s, 2),
         "pid": os.getpid(),
         "kwargs": kwargs,
-        "env": {k: v for k, v in sorted(os.environ.items()) if _recorded_env(k)},
+        "env": env,  # as the engine was asked for; what building it changed, beside:
+        "env_changed": {
+            k: os.environ.get(k)
+            for k in sorted(set(env) | set(os.environ))
+            if _recorded_env(k) and env.get(k) != os.environ.get(k)
+        },
     }
     if "worker_extension_cls" in kwargs:
         try:  # a fact missing from the report must not cost the engine its run

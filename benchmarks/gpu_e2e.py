@@ -10,8 +10,10 @@ FULL_AND_PIECEWISE) and ``gpu-template-fused`` (the hand-fused model). Stock
 needs vLLM's two compiled files (``tools/gpu_tier.sh bench-e2e`` installs them).
 Every engine gets the same arguments but for the platform and its backend
 (dtype, scheduler limits and KV cache set explicitly, never left to a
-platform's default); the run stops before measuring if they differ
-(``_e2e_checks.argument_differences``).
+platform's default); the run stops before measuring if the arguments differ,
+and fails its self-check if the environment they were started with does
+(``_e2e_checks.argument_differences``; what building each engine changed in its
+environment is recorded beside).
 
 **Each engine alone, proven.** All engines start side by side once (they
 compile together, cold) and stay alive; then each round visits every engine in
@@ -356,16 +358,21 @@ def main(argv: list[str] | None = None) -> int:
     probes, failed = start(variants, args, {})
     result["failed"] = failed
     result["engines"] = {
-        v: {k: p.init.get(k) for k in ("init_s", "kwargs", "env", "resolved")}
+        v: {k: p.init.get(k) for k in ("init_s", "kwargs", "env", "env_changed", "resolved")}
         for v, p in probes.items()
     }
     result["argument_differences"] = argument_differences(result["engines"])
     caches = {v: p.cache_root for v, p in probes.items()}
     rounds = Rounds(probes, args.batches)
     result["checked_metrics"] = rounds.checked_metrics()
+    # Different engine arguments make the figures incomparable: stop before measuring. A
+    # different environment is measured anyway (it may be the platform's own doing) and
+    # fails the self-check at the end, named.
     if result["argument_differences"]:
-        print("engine arguments differ beyond the platform:", file=sys.stderr)
+        print("engines differ beyond the platform:", file=sys.stderr)
         print("\n".join(result["argument_differences"]), file=sys.stderr)
+    if any(p.startswith("kwargs") for p in result["argument_differences"]):
+        print("engine arguments differ: nothing measured", file=sys.stderr)
     else:
         for r in range(args.rounds):
             rounds.round(r)

@@ -333,6 +333,20 @@ def test_engines_with_different_arguments_are_not_measured(monkeypatch, tmp_path
     assert result["runs"]["gpu-template"] == {} and result["plain"] is None
 
 
+def test_an_environment_that_differs_is_measured_but_fails(monkeypatch, tmp_path) -> None:
+    real_init = FakeProbe.__init__
+
+    def init(self, spec, cache_root=None, wait=True):
+        real_init(self, spec, cache_root, wait)
+        if self.variant == "gpu-template":
+            self.init["env"] = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+
+    monkeypatch.setattr(FakeProbe, "__init__", init)
+    rc, result = _run(monkeypatch, tmp_path)
+    assert rc == 1 and len(result["runs"]["gpu-template"]["step_ms_b1"]) == 5
+    assert any("VLLM_USE_V2_MODEL_RUNNER" in p for p in result["self_check"]["problems"])
+
+
 def test_without_stocks_default_backend_no_goal_is_met(monkeypatch, tmp_path) -> None:
     rc, result = _run(monkeypatch, tmp_path, argv=["--variants", "gpu-stock-triton,gpu-template"])
     assert rc == 1
