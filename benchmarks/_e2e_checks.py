@@ -5,6 +5,8 @@
   (``PLATFORM_KEYS``, ``PLATFORM_ENV``); anything else that differs is listed.
   (The first harness let stock's dtype follow a CPU-only rule: stock ran in
   float32 beside a bf16 template.)
+- :func:`backend_problem`: stock's default engine ran its default attention
+  backend (FlashAttention on Hopper), not the one vLLM falls back to.
 - :func:`baseline_differences`: the harness's stock figures against stock
   measured the plain way (a fresh process, one engine, nothing else alive):
   more than ``BASELINE_TOLERANCE`` apart and the harness is not measuring stock.
@@ -58,6 +60,21 @@ def argument_differences(engines: dict[str, dict[str, Any]]) -> list[str]:
                         f"{name}={other.get(key, '<absent>')!r}"
                     )
     return problems
+
+
+def backend_problem(resolved: dict[str, Any] | None, expected: str) -> str | None:
+    """Why stock's default engine did not run its default backend, or None.
+
+    vLLM falls back silently: when FlashAttention's compiled file does not load,
+    the default engine runs the next backend in line (Triton on Hopper), and a
+    comparison against "stock's default" would compare against stock's Triton.
+    """
+    backends = (resolved or {}).get("attention_backends")
+    if not backends:
+        return f"stock's attention backend unknown (worker answered {resolved!r})"
+    if any(not b.startswith(f"{expected} ") for b in backends):
+        return f"stock's default engine ran {backends}, not {expected}"
+    return None
 
 
 def baseline_differences(

@@ -45,7 +45,9 @@ within 10 % of it. Any engine whose rounds spread more than 25 % has the round
 farthest from its median measured again (all engines, so ratios stay paired;
 at most ``--max-repeats`` times, the replaced figures kept in the JSON), and
 fails the run if it still spreads. A goal of the issue counts as unmet when
-stock's default-backend engine did not run.
+stock's default-backend engine did not run, or ran another backend than
+``--stock-backend`` (vLLM falls back to Triton silently when FlashAttention's
+compiled file does not load).
 
 **Facts for reading the numbers.** Each engine's worker reports the
 configuration it resolved (``_bench_worker.py``: dtype, KV-cache dtype,
@@ -73,6 +75,7 @@ from _common import EngineProbe
 from _e2e_checks import (
     SPREAD_LIMIT,
     argument_differences,
+    backend_problem,
     baseline_differences,
     goals,
     idle_failures,
@@ -287,6 +290,8 @@ def self_check(result: dict[str, Any], variants: list[str]) -> list[str]:
     """Every reason the run must not be believed (empty: the self-check passed)."""
     problems = list(result["argument_differences"])
     problems += [f"{v}: did not start" for v in result["failed"]]
+    if result.get("stock_backend_problem"):
+        problems.append(result["stock_backend_problem"])
     if STOCK not in result["runs"]:
         problems.append(
             f"{STOCK} (stock's default backend) did not run"
@@ -310,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="at least 5")
     parser.add_argument("--max-repeats", type=int, default=3, help="rounds measured again")
     parser.add_argument("--plain", type=int, default=3, help="stock-alone measurements (3+)")
+    parser.add_argument(
+        "--stock-backend", default="FLASH_ATTN", help="stock's default backend on this device"
+    )
     parser.add_argument("--kv-cache-mib", type=int, default=4096)
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.2)
@@ -362,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         for v, p in probes.items()
     }
     result["argument_differences"] = argument_differences(result["engines"])
+    if STOCK in probes:
+        resolved = probes[STOCK].init.get("resolved")
+        result["stock_backend_problem"] = backend_problem(resolved, args.stock_backend)
     caches = {v: p.cache_root for v, p in probes.items()}
     rounds = Rounds(probes, args.batches)
     result["checked_metrics"] = rounds.checked_metrics()
@@ -407,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             e: {int(b): f for b, f in row["frac_of_limit"].items()}
             for e, row in result["summary"].items()
         }
-        stock_ran = bool(rounds.runs.get(STOCK))
+        stock_ran = bool(rounds.runs.get(STOCK)) and not result.get("stock_backend_problem")
         result["goals"] = {
             t: goals(args.shape, ratios, fractions, STOCK, t, stock_ran)
             for t in result["summary"]

@@ -219,7 +219,12 @@ class FakeProbe:
             "init_s": 1.0,
             "kwargs": kwargs,
             "env": {},
-            "resolved": {"dtype": kwargs["dtype"]},
+            "resolved": {
+                "dtype": kwargs["dtype"],
+                "attention_backends": ["TRITON_ATTN (TritonAttentionImpl)"]
+                if variant == "gpu-stock-triton"
+                else ["FLASH_ATTN (FlashAttentionImpl)"],
+            },
         }
 
     @property
@@ -345,6 +350,29 @@ def test_an_environment_that_differs_is_measured_but_fails(monkeypatch, tmp_path
     rc, result = _run(monkeypatch, tmp_path)
     assert rc == 1 and len(result["runs"]["gpu-template"]["step_ms_b1"]) == 5
     assert any("VLLM_USE_V2_MODEL_RUNNER" in p for p in result["self_check"]["problems"])
+
+
+def test_stock_default_that_fell_back_to_triton_meets_no_goal(monkeypatch, tmp_path) -> None:
+    real_init = FakeProbe.__init__
+
+    def init(self, spec, cache_root=None, wait=True):
+        real_init(self, spec, cache_root, wait)
+        if self.variant == "gpu-stock":  # FlashAttention's file did not load
+            self.init["resolved"]["attention_backends"] = ["TRITON_ATTN (TritonAttentionImpl)"]
+
+    monkeypatch.setattr(FakeProbe, "__init__", init)
+    rc, result = _run(monkeypatch, tmp_path)
+    assert rc == 1
+    assert any("not FLASH_ATTN" in p for p in result["self_check"]["problems"])
+    assert all(g["status"].startswith("unmet") for g in result["goals"]["gpu-template"][:4])
+
+
+def test_backend_problem_reads_every_layer() -> None:
+    ok = {"attention_backends": ["FLASH_ATTN (FlashAttentionImpl)"]}
+    assert checks.backend_problem(ok, "FLASH_ATTN") is None
+    mixed = {"attention_backends": ["FLASH_ATTN (X)", "TRITON_ATTN (Y)"]}
+    assert "TRITON_ATTN" in checks.backend_problem(mixed, "FLASH_ATTN")
+    assert "unknown" in checks.backend_problem({"error": "boom"}, "FLASH_ATTN")
 
 
 def test_without_stocks_default_backend_no_goal_is_met(monkeypatch, tmp_path) -> None:
