@@ -214,7 +214,9 @@ def plain_stock(
             if not metric.startswith("ttft"):
                 figures.setdefault(metric, []).append(value)
     probe.close()
-    return {"init_s": probe.init["init_s"], "runs": figures}
+    return {"init_s": probe.init["init_s"], "runs": figures} | {
+        k: probe.init.get(k) for k in ("kwargs", "env", "resolved")
+    }
 
 
 def transformers_step_ms(shape: str, batch: int = 1) -> float:
@@ -302,6 +304,8 @@ def self_check(result: dict[str, Any], variants: list[str]) -> list[str]:
         problems.append("stock alone (the plain way) was not measured")
     else:
         problems += baseline_differences(result["runs"][STOCK], result["plain"]["runs"])
+        same = {"harness": result["engines"][STOCK], "plain": result["plain"]}
+        problems += [f"stock alone: {p}" for p in argument_differences(same)]
     problems += spread_failures(result["runs"], result["checked_metrics"], SPREAD_LIMIT)
     problems += idle_failures(result["windows_used"])
     return problems

@@ -367,6 +367,21 @@ def test_stock_default_that_fell_back_to_triton_meets_no_goal(monkeypatch, tmp_p
     assert all(g["status"].startswith("unmet") for g in result["goals"]["gpu-template"][:4])
 
 
+def test_stock_alone_must_get_the_harness_stocks_arguments(monkeypatch, tmp_path) -> None:
+    real_init = FakeProbe.__init__
+
+    def init(self, spec, cache_root=None, wait=True):
+        real_init(self, spec, cache_root, wait)
+        if self.variant == "gpu-stock" and self.instance == 1:
+            self.init["kwargs"] = self.init["kwargs"] | {"max_num_batched_tokens": 2048}
+
+    monkeypatch.setattr(FakeProbe, "__init__", init)
+    rc, result = _run(monkeypatch, tmp_path)
+    assert rc == 1
+    assert any(p.startswith("stock alone: kwargs['max_num_batched_tokens']")
+               for p in result["self_check"]["problems"])  # fmt: skip
+
+
 def test_backend_problem_reads_every_layer() -> None:
     ok = {"attention_backends": ["FLASH_ATTN (FlashAttentionImpl)"]}
     assert checks.backend_problem(ok, "FLASH_ATTN") is None
