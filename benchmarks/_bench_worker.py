@@ -7,7 +7,7 @@ through ``LLM.collective_rpc``, after the measured rounds:
 - ``bench_describe``: the configuration the worker runs with, after every
   platform and engine-core update (dtype, scheduler limits, chunked prefill,
   compilation and graph modes, compile ranges, the attention backend of each
-  layer, the model runner);
+  layer and the FlashAttention version vLLM picks, the model runner);
 - ``bench_record_start`` / ``bench_record_stop``: every ``execute_model`` call
   in between (tokens and requests scheduled, host seconds), and optionally a
   torch-profiler trace of the same span (GPU kernel time, launches, top
@@ -28,6 +28,16 @@ def _attention_backends(vllm_config: Any) -> list[str]:
             impl = type(getattr(layer, "impl", None)).__name__
             names.add(f"{backend.get_name()} ({impl})")
     return sorted(names)
+
+
+def _flash_attn_version() -> int | str | None:
+    """The FlashAttention version vLLM would pick here (3 on Hopper), or why none."""
+    try:
+        from vllm.v1.attention.backends.fa_utils import get_flash_attn_version
+
+        return get_flash_attn_version()
+    except Exception as exc:  # CPU builds have no FlashAttention: a fact, not a failure
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _true_flags(config: Any) -> list[str]:
@@ -65,6 +75,7 @@ def describe(vllm_config: Any, model_runner: Any) -> dict[str, Any]:
         "splitting_ops": list(comp.splitting_ops or []),
         "fusion_passes": _true_flags(pass_config),
         "attention_backends": _attention_backends(vllm_config),
+        "flash_attn_version": _flash_attn_version(),
         "use_v2_model_runner": getattr(vllm_config, "use_v2_model_runner", None),
         "model_runner": type(model_runner).__qualname__,
         "platform": type(current_platform).__qualname__,
