@@ -69,7 +69,7 @@ def chart(result: dict[str, Any], path: Path) -> None:
         mids = [s["median"] for s in stats]
         errs = [[m - s["range"][0] for m, s in zip(mids, stats, strict=True)],
                 [s["range"][1] - m for m, s in zip(mids, stats, strict=True)]]  # fmt: skip
-        left.bar(xs, mids, width, yerr=errs, capsize=3, label=engine)
+        left.bar(xs, mids, width, yerr=errs, capsize=3, label=engine, color=f"C{i}")
     first = next(iter(summary.values()))
     xs = [j + len(summary) * width for j in range(len(batches))]
     limits = [first["limit_ms"][str(b)] for b in batches]
@@ -81,6 +81,7 @@ def chart(result: dict[str, Any], path: Path) -> None:
 
     metrics = [f"step_ms_b{b}" for b in batches] + ["prefill_tok_s"]
     labels = [f"b{b} step" for b in batches] + [f"prefill {result['prefill']}"]
+    colour = {e: f"C{i}" for i, e in enumerate(summary)}  # as in the left panel
     others = [e for e, row in summary.items() if row.get("vs_stock")]
     width = 0.8 / max(len(others), 1)
     for i, engine in enumerate(others):
@@ -90,7 +91,7 @@ def chart(result: dict[str, Any], path: Path) -> None:
         pairs = list(zip(mids, metrics, strict=True))
         errs = [[m - ratios[k]["range"][0] if k in ratios else 0 for m, k in pairs],
                 [ratios[k]["range"][1] - m if k in ratios else 0 for m, k in pairs]]  # fmt: skip
-        right.bar(xs, mids, width, yerr=errs, capsize=3, label=engine)
+        right.bar(xs, mids, width, yerr=errs, capsize=3, label=engine, color=colour[engine])
     right.axhline(1.0, color="black", linewidth=0.8)
     right.set_xticks([j + 0.4 - width / 2 for j in range(len(metrics))], labels)
     right.set_ylabel("time / stock's default backend (median, min-max bars)")
