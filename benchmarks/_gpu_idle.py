@@ -6,8 +6,8 @@ of every other engine's process tree (the probe and the engine core it
 started): a process that used no CPU time cannot have launched GPU work, and
 vLLM's idle engine core blocks on its input queue. The window also keeps
 NVML's device utilisation samples and per-process SM utilisation taken during
-it (vLLM's vendored ``pynvml``; left out with the reason when NVML does not
-answer): the device's share of busy time in the window, and any other engine
+it (``pynvml``, or vLLM's vendored copy; left out with the reason when NVML
+does not answer): the device's share of busy time in the window, and any other engine
 process that NVML saw on the GPU (process ids only match outside PID
 namespaces, so NVML is evidence beside the CPU times, not the check).
 """
@@ -15,7 +15,9 @@ namespaces, so NVML is evidence beside the CPU times, not the check).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -60,11 +62,25 @@ def cpu_seconds(pids: list[int], proc: Path = Path("/proc")) -> float:
 
 
 def _nvml() -> Any:
+    """``pynvml``, else vLLM's vendored copy loaded by path (importing the ``vllm``
+    package would run its environment overrides in the benchmark's own process)."""
     try:
-        from vllm.third_party import pynvml
+        import pynvml
+
+        return pynvml
     except ImportError:
-        import pynvml  # type: ignore[no-redef]
-    return pynvml
+        pass
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("neither pynvml nor vLLM's vendored copy is installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "third_party" / "pynvml.py"
+    module_spec = importlib.util.spec_from_file_location("_bench_pynvml", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # it looks itself up there while loading
+    module_spec.loader.exec_module(module)
+    return module
 
 
 class Window:

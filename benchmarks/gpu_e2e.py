@@ -71,7 +71,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from _common import EngineProbe
+from _common import EngineProbe, machine
 from _e2e_checks import (
     SPREAD_LIMIT,
     argument_differences,
@@ -110,6 +110,25 @@ def device_rates() -> dict[str, Any]:
         "gemm_flops": 2 * 8192**3 / (gemm_ms * 1e-3),
         "device": torch.cuda.get_device_name(),
     }
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of what ran, and the project's commit where git can tell."""
+    import importlib.metadata as md
+    import subprocess
+
+    out: dict[str, str | None] = {}
+    for name in ("torch", "triton", "vllm", "transformers", "vllm-platform-template"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    try:
+        git = ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"]
+        out["commit"] = subprocess.run(git, capture_output=True, text=True).stdout.strip() or None
+    except OSError:
+        out["commit"] = None
+    return out
 
 
 def limit_ms(shape: str, batch: int, copy_rate: float) -> float:
@@ -364,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "argv": sys.argv if argv is None else ["gpu_e2e.py", *argv],
         "rates": rates,
+        "machine": machine(),
+        "versions": versions(),
         "plain": None,
         "prefill_diag": {},
     }

@@ -179,6 +179,17 @@ def test_a_busy_engine_is_caught(spinner) -> None:
     assert checks.idle_failures([window.record])
 
 
+def test_nvml_bindings_load_without_importing_vllm() -> None:
+    # vLLM's package import runs its environment overrides: not in the benchmark's process
+    code = (
+        "import sys; sys.path.insert(0, 'benchmarks'); import _gpu_idle; "
+        "m = _gpu_idle._nvml(); print(callable(m.nvmlInit), 'vllm' in sys.modules)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.stdout.split() == ["True", "False"], out.stderr
+
+
 def test_the_process_tree_holds_the_children(tmp_path) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", "import subprocess, sys, time; "
