@@ -1,7 +1,9 @@
 """Proof that the engines not being measured are idle: their CPU time, and the GPU's samples.
 
-``gpu_e2e.py`` keeps every engine alive and measures one at a time. Around each
-measurement :class:`Window` reads, from ``/proc``, the CPU time (user + system)
+``gpu_e2e.py`` keeps every engine alive and measures one at a time. Before each
+measurement :class:`Window` waits (bounded) until the other engines use no CPU
+(an engine keeps a core busy for about a second after its last request); around
+the measurement it reads, from ``/proc``, the CPU time (user + system)
 of every other engine's process tree (the probe and the engine core it
 started): a process that used no CPU time cannot have launched GPU work, and
 vLLM's idle engine core blocks on its input queue. The window also keeps
@@ -87,9 +89,17 @@ class Window:
     """One measurement window: other engines' CPU time and NVML's samples across it."""
 
     def __init__(
-        self, engine: str, op: str, round_: int, others: dict[str, int], device: int = 0
+        self,
+        engine: str,
+        op: str,
+        round_: int,
+        others: dict[str, int],
+        device: int = 0,
+        settle_limit: float = 0.05,
+        settle_max_s: float = 5.0,
     ) -> None:
         self.record: dict[str, Any] = {"engine": engine, "op": op, "round": round_}
+        self._settle_limit, self._settle_max_s = settle_limit, settle_max_s
         self._trees = {name: process_tree(pid) for name, pid in others.items()}
         self._device = device
         self._nvml: Any = None
@@ -102,7 +112,25 @@ class Window:
             self.record["nvml"] = f"unavailable: {exc}"
             self._nvml = None
 
+    def _settle(self, step: float = 0.25) -> float:
+        """Wait (at most ``settle_max_s``) until no other engine uses CPU: seconds waited.
+
+        An engine keeps a core busy for about a second after its last request (seen
+        on the CPU machine with vLLM 0.32): the window starts once that has passed.
+        """
+        waited, quiet = 0.0, max(self._settle_limit * step, 1 / _TICK) + 1e-9
+        while waited < self._settle_max_s:
+            before = {name: cpu_seconds(tree) for name, tree in self._trees.items()}
+            time.sleep(step)
+            waited += step
+            used = [cpu_seconds(tree) - before[n] for n, tree in self._trees.items()]
+            if max(used, default=0.0) <= quiet:
+                break
+        return waited
+
     def __enter__(self) -> Window:
+        if self._trees:
+            self.record["settle_s"] = self._settle()
         self._cpu = {name: cpu_seconds(tree) for name, tree in self._trees.items()}
         self._begin = time.perf_counter()
         self._begin_us = int(time.time() * 1e6)

@@ -21,8 +21,10 @@ turn (who goes first rotates), measuring one engine while the others wait idle.
 Restarting every engine for every round would be the other way to have it
 alone, but a warm start of the 1.1B shape takes 11-43 s on the lent H100: 4
 engines x 5 rounds of restarts do not fit the one 10-minute device call that
-the whole run must fit, starts included. Idle is proven, not assumed: around
-each engine's measurement a ``_gpu_idle.Window`` records the CPU time every
+the whole run must fit, starts included. Idle is proven, not assumed: before
+each engine's measurement a ``_gpu_idle.Window`` waits until the others use no
+CPU (an engine keeps a core busy for about a second after its last request),
+then records across the measurement the CPU time every
 other engine's process tree used (more than ``IDLE_CPU_LIMIT`` of the window:
 that measurement is taken again, and the run fails if it stays so) and NVML's
 utilisation samples of the window.
@@ -73,6 +75,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from _common import EngineProbe, machine
 from _e2e_checks import (
+    IDLE_CPU_LIMIT,
     SPREAD_LIMIT,
     argument_differences,
     backend_problem,
@@ -194,7 +197,7 @@ class Rounds:
     def _alone(self, engine: str, round_: int, retries: int = 2) -> dict[str, float]:
         others = {v: p.pid for v, p in self.probes.items() if v != engine}
         for attempt in range(retries + 1):
-            with Window(engine, "round", round_, others) as window:
+            with Window(engine, "round", round_, others, settle_limit=IDLE_CPU_LIMIT) as window:
                 figures = measure_engine(self.probes[engine], self.batches, seed=round_)
             window.record["attempt"] = attempt
             self.windows.append(window.record)

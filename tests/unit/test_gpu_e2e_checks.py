@@ -11,6 +11,7 @@ exit status 1 and say why.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -173,10 +174,28 @@ def test_an_idle_engine_uses_no_cpu_in_the_window(sleeper) -> None:
 
 
 def test_a_busy_engine_is_caught(spinner) -> None:
-    with idle.Window("a", "round", 0, {"b": spinner.pid}) as window:
+    with idle.Window("a", "round", 0, {"b": spinner.pid}, settle_max_s=0.5) as window:
         time.sleep(1.0)
+    assert window.record["settle_s"] == 0.5  # it never settled: waited the most, then measured
     assert window.record["others_cpu_s"]["b"] > 0.3
     assert checks.idle_failures([window.record])
+
+
+def test_the_window_waits_for_an_engine_still_busy_after_its_request() -> None:
+    # busy for ~0.7 s (as an engine after its last request), then idle
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 0.7: pass\n"
+         "time.sleep(30)"]
+    )  # fmt: skip
+    try:
+        with idle.Window("a", "round", 0, {"b": proc.pid}) as window:
+            time.sleep(0.5)
+        assert window.record["settle_s"] >= 0.5
+        assert window.record["others_cpu_s"]["b"] <= 0.02
+        assert checks.idle_failures([window.record]) == []
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_nvml_bindings_load_without_importing_vllm() -> None:
@@ -272,6 +291,8 @@ def _run(monkeypatch, tmp_path, figures=_steady, kwargs=None, argv=()) -> tuple[
     FakeProbe.script = {"figures": figures, "kwargs": kwargs or {}}
     FakeProbe.made = []
     monkeypatch.setattr(gpu_e2e, "EngineProbe", FakeProbe)
+    # the fake engines are sleeping processes: no need to wait for them to settle
+    monkeypatch.setattr(gpu_e2e, "Window", functools.partial(idle.Window, settle_max_s=0.0))
     monkeypatch.setattr(
         gpu_e2e,
         "device_rates",
