@@ -67,6 +67,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +226,31 @@ class Rounds:
         return [f"step_ms_b{b}" for b in self.batches] + ["prefill_tok_s"]
 
 
+def measure_all(
+    rounds: Rounds,
+    probes: dict[str, EngineProbe],
+    args: argparse.Namespace,
+    left: Callable[[], float],
+    result: dict[str, Any],
+) -> None:
+    """The rounds, bounded repeats of a round that spreads, then each engine's prefill facts."""
+    for r in range(args.rounds):
+        rounds.round(r)
+        print(f"round {r + 1}/{args.rounds} done ({left():.0f} s of budget left)")
+    result["repeats"] = 0
+    while result["repeats"] < args.max_repeats and left() > 150:
+        worst = widest(rounds.runs, rounds.checked_metrics(), SPREAD_LIMIT)
+        if worst is None:
+            break
+        engine, metric, r, s = worst
+        print(f"{engine} {metric} spreads {100 * s:.0f} %: round {r + 1} again")
+        rounds.round(r, replace=True)
+        result["repeats"] += 1
+    if not args.no_diag and left() > 120:
+        for v, p in probes.items():
+            result["prefill_diag"][v] = p.ask(op="prefill_diag", length=PREFILL, profile=True)
+
+
 def plain_stock(
     args: argparse.Namespace, cache: str | None, batches: tuple[int, ...]
 ) -> dict[str, Any]:
@@ -314,6 +340,7 @@ def self_check(result: dict[str, Any], variants: list[str]) -> list[str]:
     """Every reason the run must not be believed (empty: the self-check passed)."""
     problems = list(result["argument_differences"])
     problems += [f"{v}: did not start" for v in result["failed"]]
+    problems += [result["error"]] if "error" in result else []
     if result.get("stock_backend_problem"):
         problems.append(result["stock_backend_problem"])
     if STOCK not in result["runs"]:
@@ -323,7 +350,10 @@ def self_check(result: dict[str, Any], variants: list[str]) -> list[str]:
             + "; no baseline, no goal can be met"
         )
     elif result.get("plain") is None:
-        problems.append("stock alone (the plain way) was not measured")
+        why = result.get("plain_error", "")
+        problems.append(
+            "stock alone (the plain way) was not measured" + (f": {why}" if why else "")
+        )
     else:
         problems += baseline_differences(result["runs"][STOCK], result["plain"]["runs"])
         same = {"harness": result["engines"][STOCK], "plain": result["plain"]}
@@ -413,22 +443,11 @@ def main(argv: list[str] | None = None) -> int:
     if any(p.startswith("kwargs") for p in result["argument_differences"]):
         print("engine arguments differ: nothing measured", file=sys.stderr)
     else:
-        for r in range(args.rounds):
-            rounds.round(r)
-            print(f"round {r + 1}/{args.rounds} done ({left():.0f} s of budget left)")
-        repeats = 0
-        while repeats < args.max_repeats and left() > 150:
-            worst = widest(rounds.runs, rounds.checked_metrics(), SPREAD_LIMIT)
-            if worst is None:
-                break
-            engine, metric, r, s = worst
-            print(f"{engine} {metric} spreads {100 * s:.0f} %: round {r + 1} again")
-            rounds.round(r, replace=True)
-            repeats += 1
-        result["repeats"] = repeats
-        if not args.no_diag and left() > 120:
-            for v, p in probes.items():
-                result["prefill_diag"][v] = p.ask(op="prefill_diag", length=PREFILL, profile=True)
+        try:
+            measure_all(rounds, probes, args, left, result)
+        except RuntimeError as exc:  # an engine died: keep what was measured, say so
+            result["error"] = f"measuring stopped: {str(exc)[-2000:]}"
+            print(result["error"], file=sys.stderr)
     result["runs"], result["replaced"] = rounds.runs, rounds.replaced
     result["windows"] = rounds.windows
     # the windows whose figures stand (a retried measurement's failed window is kept apart)
@@ -438,8 +457,11 @@ def main(argv: list[str] | None = None) -> int:
     save(result)
     if rounds.runs.get(STOCK):
         print("stock alone, the plain way (fresh process, nothing else alive)", file=sys.stderr)
-        result["plain"] = plain_stock(args, caches.get(STOCK), args.batches)
-    if rounds.runs and all(rounds.runs.values()):
+        try:
+            result["plain"] = plain_stock(args, caches.get(STOCK), args.batches)
+        except RuntimeError as exc:
+            result["plain_error"] = str(exc)[-2000:]
+    if rounds.runs and all(rounds.runs.values()) and "error" not in result:
         result["summary"] = summary_of(result, rates)
         ratios = {e: row["vs_stock"] for e, row in result["summary"].items()}
         fractions = {

@@ -430,6 +430,18 @@ def test_without_stocks_default_backend_no_goal_is_met(monkeypatch, tmp_path) ->
     assert all(g["status"].startswith("unmet") for g in result["goals"]["gpu-template"])
 
 
+def test_an_engine_that_dies_mid_run_leaves_its_figures_and_fails(monkeypatch, tmp_path) -> None:
+    def figures(probe: FakeProbe, command: dict[str, Any]) -> float:
+        if probe.variant == "gpu-template" and probe.calls == 10:
+            raise RuntimeError("probe exited (-9)")
+        return _steady(probe, command)
+
+    rc, result = _run(monkeypatch, tmp_path, figures)
+    assert rc == 1 and "summary" not in result
+    assert len(result["runs"]["gpu-template"]["step_ms_b1"]) == 2  # rounds 1-2, whole
+    assert any("probe exited (-9)" in p for p in result["self_check"]["problems"])
+
+
 def test_fewer_than_five_rounds_is_refused() -> None:
     with pytest.raises(SystemExit):
         gpu_e2e.main(["--rounds", "3"])
