@@ -71,12 +71,16 @@ class EngineProbe:
         self._proc.stdin.flush()
         return self._read()
 
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
+    def quit(self) -> None:
+        """Ask the engine to shut down without waiting (close several at once, then wait)."""
+        if self._proc.poll() is None and self._proc.stdin and not self._proc.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
                 self._proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
                 self._proc.stdin.close()
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self.quit()
             try:
                 self._proc.wait(timeout=120)
             except subprocess.TimeoutExpired:

@@ -453,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     # the windows whose figures stand (a retried measurement's failed window is kept apart)
     result["windows_used"] = _last_windows(rounds.windows)
     for p in probes.values():
+        p.quit()  # all shut down together
+    for p in probes.values():
         p.close()
     save(result)
     if rounds.runs.get(STOCK):

@@ -273,6 +273,9 @@ class FakeProbe:
             return {"step_ms": value, "ttft_ms": 10.0}
         return {"prefill_tok_s": value}
 
+    def quit(self) -> None:
+        self._sleep.terminate()
+
     def close(self) -> None:
         self._sleep.kill()
         self._sleep.wait()
