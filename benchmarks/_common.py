@@ -24,6 +24,10 @@ class EngineProbe:
         env.pop("VLLM_TEMPLATE_DEVICE", None)
         self.cache_root = cache_root or tempfile.mkdtemp(prefix="vllm-bench-")
         env["VLLM_CACHE_ROOT"] = self.cache_root
+        # the engine core imports the benchmark's worker extension (_bench_worker.py) by name
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(PROBE.parent), env.get("PYTHONPATH", "")) if p
+        )
         env.update(spec.get("env", {}))
         self.spec = spec
         # stays open for the probe's lifetime; closed in close()
@@ -39,6 +43,11 @@ class EngineProbe:
             text=True,
         )
         self.init: dict[str, Any] = self._read() if wait else {}
+
+    @property
+    def pid(self) -> int:
+        """The probe's process id (the engine core runs in a child of it)."""
+        return self._proc.pid
 
     def wait_init(self) -> dict[str, Any]:
         """The init answer of a probe started with ``wait=False`` (engines start side by side)."""
@@ -62,12 +71,16 @@ class EngineProbe:
         self._proc.stdin.flush()
         return self._read()
 
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
+    def quit(self) -> None:
+        """Ask the engine to shut down without waiting (close several at once, then wait)."""
+        if self._proc.poll() is None and self._proc.stdin and not self._proc.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
                 self._proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
                 self._proc.stdin.close()
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self.quit()
             try:
                 self._proc.wait(timeout=120)
             except subprocess.TimeoutExpired:

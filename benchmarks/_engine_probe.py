@@ -5,8 +5,13 @@
 
 ``size`` names an embedded model (its weights); ``shape`` a benchmark shape of
 ``bench_shapes.py`` (config and tokenizer only, vLLM's dummy weights made on the
-device). Starts the engine and writes one JSON line to stdout (``init_s``), then
-reads one JSON command per line from stdin and answers each with one JSON line:
+device). Starts the engine and writes one JSON line to stdout: ``init_s``, the
+process id, the engine arguments (``kwargs``), the ``VLLM_*``/torch/Triton/CUDA
+environment the engine was asked to start with (``env``) and what building it
+changed there (``env_changed``), and, when the spec names a
+``worker_extension_cls`` (``_bench_worker.py``), the configuration the worker
+resolved (``resolved``). Then it reads one JSON command per line from stdin and
+answers each with one JSON line:
 
 - ``{"op": "decode", "batch": B, "tokens": N, "seed": S}``: one request batch;
   time to first token and decode tokens/s (the first call per batch shape
@@ -15,6 +20,9 @@ reads one JSON command per line from stdin and answers each with one JSON line:
   decode step time in ms, ``(t(L tokens) - t(S tokens)) / (L - S)`` after a
   P-token prompt, and the time to first token;
 - ``{"op": "prefill", "length": L, "seed": S}``: prefill tokens/s of one prompt;
+- ``{"op": "prefill_diag", "length": L, "profile": true}``: one prefill with the
+  worker recording each engine step (tokens, requests, host seconds) and, with
+  ``profile``, torch-profiler kernel times (needs the worker extension);
 - ``{"op": "profile", "batch": B, "prompt": P, "steps": N}``: torch profiler over N
   decode steps (the engine must run in this process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``);
   per-step wall time, GPU kernel time and launches, the top kernels;
@@ -44,14 +52,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "stock-eager": {"device": None, "enforce_eager": True},
     "template-eager": {"device": "cpu", "enforce_eager": True},
     # On a CUDA GPU (benchmarks/gpu_e2e.py). Stock: vLLM's CudaPlatform with its compiled
-    # files staged (../shared/reference/gpu-measurements-2026-11.md), its Triton attention.
+    # files staged (../shared/reference/gpu-measurements-2026-11.md): its default attention
+    # backend (FlashAttention 3 on Hopper), and its Triton backend.
     "gpu-stock": {
+        "device": None,
+        "env": {"VLLM_PLUGINS": "none", "VLLM_USE_FLASHINFER_SAMPLER": "0"},
+    },
+    "gpu-stock-triton": {
         "device": None,
         "env": {"VLLM_PLUGINS": "none", "VLLM_USE_FLASHINFER_SAMPLER": "0"},
         "engine": {"attention_backend": "TRITON_ATTN"},
     },
     "gpu-template": {"device": "cuda"},  # the platform's default: FULL_AND_PIECEWISE
-    "gpu-template-piecewise": {"device": "cuda", "compilation": {"cudagraph_mode": "PIECEWISE"}},
     "gpu-template-fused": {"device": "cuda", "template": {"model_impl": "fused"}},
 }
 
@@ -99,13 +111,19 @@ def main() -> None:
         "enforce_eager": variant.get("enforce_eager", False),
         **variant.get("engine", {}),
     }
-    for key in ("max_num_seqs", "gpu_memory_utilization", "max_num_batched_tokens"):
+    for key in (
+        "max_num_seqs",
+        "gpu_memory_utilization",
+        "max_num_batched_tokens",
+        "worker_extension_cls",
+    ):
         if key in spec:
             kwargs[key] = spec[key]
     if "compilation" in variant:
         kwargs["compilation_config"] = variant["compilation"]
     if "template" in variant:
         kwargs["additional_config"] = {"template": variant["template"]}
+    env = {k: v for k, v in sorted(os.environ.items()) if _recorded_env(k)}
     start = time.perf_counter()
     llm = LLM(**kwargs)
     init_s = time.perf_counter() - start
@@ -126,7 +144,24 @@ def main() -> None:
         llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         return time.perf_counter() - begin
 
-    answer({"variant": spec["variant"], "init_s": round(init_s, 2)})
+    init: dict[str, Any] = {
+        "variant": spec["variant"],
+        "init_s": round(init_s, 2),
+        "pid": os.getpid(),
+        "kwargs": kwargs,
+        "env": env,  # as the engine was asked for; what building it changed, beside:
+        "env_changed": {
+            k: os.environ.get(k)
+            for k in sorted(set(env) | set(os.environ))
+            if _recorded_env(k) and env.get(k) != os.environ.get(k)
+        },
+    }
+    if "worker_extension_cls" in kwargs:
+        try:  # a fact missing from the report must not cost the engine its run
+            init["resolved"] = llm.collective_rpc("bench_describe")[0]
+        except Exception as exc:
+            init["resolved"] = {"error": f"{type(exc).__name__}: {exc}"}
+    answer(init)
     warmed: set[tuple[str, int]] = set()
     for line in sys.stdin:
         command = json.loads(line)
@@ -157,6 +192,16 @@ def main() -> None:
             answer({"ttft_ms": 1000 * ttft, "step_ms": 1000 * (t_long - t_short) / (long - short)})
         elif op == "profile":
             answer(_profile(llm, command, vocab, timed))
+        elif op == "prefill_diag":
+            # after the measured rounds: the engine steps and kernels of one prefill
+            length = command["length"]
+            try:
+                llm.collective_rpc("bench_record_start", args=(command.get("profile", True),))
+                seconds = timed(_prompt_ids(1, length, vocab, seed), 1)
+                record = llm.collective_rpc("bench_record_stop")[0]
+                answer({"prefill_tok_s": length / seconds, **record})
+            except Exception as exc:
+                answer({"error": f"{type(exc).__name__}: {exc}"})
         elif op == "prefill":
             length = command["length"]
             if ("prefill", length) not in warmed:
@@ -165,6 +210,15 @@ def main() -> None:
             answer({"prefill_tok_s": length / timed(_prompt_ids(1, length, vocab, seed), 1)})
         else:
             answer({"error": f"unknown op {op!r}"})
+
+
+def _recorded_env(name: str) -> bool:
+    """Variables that change what an engine runs (its own cache folder is not one)."""
+    if name in ("VLLM_CACHE_ROOT", "VLLM_LOGGING_STREAM"):
+        return False
+    return name.startswith(("VLLM_", "TORCH", "TRITON_", "CUDA_", "PYTORCH_")) or name in (
+        "PYTHONPATH",
+    )
 
 
 def _profile(llm: Any, command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:

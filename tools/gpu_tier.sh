@@ -9,8 +9,9 @@
 #   serve     vllm-template serve under 64 concurrent requests, clean shutdown; the
 #             plugin `vllm-template new` generates, its parity run on this device
 #   bench     the GPU benchmarks (kernels, graphs)
-#   bench-e2e vLLM end to end, the template in each graph mode beside stock vLLM CUDA
-#             (benchmarks/gpu_e2e.py; stock runs when its compiled files are staged, below)
+#   bench-e2e vLLM end to end, the template beside stock vLLM CUDA, each engine measured
+#             alone, stock alone as a self-check (benchmarks/gpu_e2e.py; stock runs when its
+#             compiled files are staged, below; about 5-7 min on an H100 for the 1.1B shape)
 #   multi     tensor and pipeline parallel on two GPUs (skips with fewer)
 #   upstream  vLLM's own tests/kernels/ir and compile tests on the GPU platform
 #             (tools/upstream_tests.py; needs vLLM's test plugins and its sdist, below)
@@ -136,17 +137,20 @@ run_stage() {
         python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" 2>&1 | tee -a "$out" || rc=1
         ;;
     bench-e2e)
-        # Stock runs beside the template when vLLM's compiled CUDA files are installed.
-        variants=gpu-template,gpu-template-piecewise,gpu-template-fused
+        # Each engine measured alone (the others proven idle), stock alone as the self-check;
+        # exit 1 when the self-check fails. Needs stock's compiled files for its two engines:
+        # without them the template engines run and the self-check fails (no baseline).
+        variants=gpu-template,gpu-template-fused
         vllm_dir=$(python -c "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])")
         if [ -f "$vllm_dir/_C_stable_libtorch.abi3.so" ] &&
             [ -f "$vllm_dir/vllm_flash_attn/_vllm_fa3_C.abi3.so" ]; then
-            variants="gpu-stock,$variants"
+            variants="gpu-stock,gpu-stock-triton,$variants"
         else
             echo "stock vLLM CUDA not installed (no compiled files): template engines only" | tee -a "$out"
         fi
         python benchmarks/gpu_e2e.py --shape "${GPU_E2E_SHAPE:-1.1b}" --variants "$variants" \
-            --rounds "${GPU_E2E_ROUNDS:-3}" --warm-init ${GPU_E2E_PROFILE:+--profile} \
+            --rounds "${GPU_E2E_ROUNDS:-7}" --budget-s "${GPU_E2E_BUDGET:-520}" \
+            ${GPU_E2E_PROFILE:+--profile} \
             --json "$results/gpu_e2e.json" --chart "$results/gpu_e2e.png" 2>&1 | tee -a "$out" || rc=1
         ;;
     upstream)

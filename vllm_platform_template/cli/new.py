@@ -86,6 +86,7 @@ LEFT_OUT = (
     Entry("scaffold", "the new README's source (the README is written, not copied)"),
     Entry("README.md", "this project's claims; the new one is scaffold/README.md"),
     Entry("benchmarks", "this project's measurements against stock vLLM"),
+    Entry("tests/unit/test_gpu_e2e_checks.py", "tests benchmarks/gpu_e2e.py's checks"),
     Entry("docs/results", "this project's measured results"),
     Entry("docs/performance.md", "this project's measurements"),
     Entry("docs/reliability.md", "this project's record of the faults it tried"),
