@@ -34,6 +34,7 @@ from vllm_platform_template.settings import DEVICE_ENV
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.gpu,
+    pytest.mark.xdist_group("first_light"),  # one worker: the module's engines are shared
     pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {IDENTITY.device_type} device"),
 ]
 
