@@ -150,7 +150,11 @@ def _placement(worker: Any) -> dict[str, Any]:
     accelerator = torch.accelerator.current_accelerator()
     device = worker.device
     if accelerator is not None and device.type == accelerator.type:
-        placement["device_memory_allocated"] = torch.accelerator.memory_allocated(device.index)
+        # torch.accelerator's count where this torch has it, else the device module's
+        allocated = getattr(torch.accelerator, "memory_allocated", None)
+        if allocated is None:
+            allocated = torch.get_device_module(device.type).memory_allocated
+        placement["device_memory_allocated"] = allocated(device.index)
     return placement
 
 
