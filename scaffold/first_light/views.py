@@ -9,8 +9,8 @@ Speed (docs/porting-guide.md, "9. Pinned and UVA buffers"): with Model Runner V2
 on the device, return a device tensor over the same bytes as a pinned CPU
 tensor (writes visible both ways) from your runtime's host-mapped memory, name
 it as ``DEVICE.pinned_device_view``, and the protocol in the identity's
-``array_interface``. Proven, while it is not used, by
-``tests/e2e/test_gpu_first_light.py`` (the V1 model runner copies).
+``array_interface``. Nothing tests it until then: the section's test turns
+green once Model Runner V2 runs on the device.
 """
 
 from __future__ import annotations

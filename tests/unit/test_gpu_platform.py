@@ -20,7 +20,7 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 from vllm_platform_template.devices.gpu import platform as folder
 from vllm_platform_template.devices.gpu.identity import IDENTITY
-from vllm_platform_template.devices.gpu.worker import TemplateGPUWorker
+from vllm_platform_template.devices.gpu.worker import TemplateGpuWorker
 from vllm_platform_template.platform_plugin.activation import PLATFORM_QUALNAMES
 
 DEVICE = IDENTITY.device_type
@@ -49,7 +49,7 @@ def test_gpu_platform_identity_is_the_identity_table() -> None:
 def test_gpu_worker_has_no_sleep_mode_memory_pool() -> None:
     """vLLM would reach for its CUDA-only sleep-mode allocator on an OOT platform."""
     assert not folder.TemplateGpuPlatform().is_sleep_mode_available()
-    pool = TemplateGPUWorker._maybe_get_memory_pool_context(None, "weights")  # type: ignore[arg-type]
+    pool = TemplateGpuWorker._maybe_get_memory_pool_context(None, "weights")  # type: ignore[arg-type]
     with pool:
         pass
     assert type(pool).__name__ == "nullcontext"

@@ -305,7 +305,7 @@ def test_a_first_light_plugin_has_no_triton_and_no_cpu_reference_backend(generat
     assert [p for p, t in texts.items() if re.search(r"^\s*(import|from) triton", t, re.M)] == []
     assert not (project / "vllm_acme/devices/cpu").exists()
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py")) == sorted(
-        ["__init__.py", "availability.py", "communicator.py", "identity.py", "platform.py",
+        ["__init__.py", "availability.py", "identity.py", "platform.py", "torch_contract.py",
          "worker.py", *FIRST_LIGHT_FILES]
     )  # fmt: skip
     # the kernel table is the reference kernels; attention the reference's subclass
@@ -366,3 +366,18 @@ def test_measure_counts_non_blank_lines_and_data_files_as_files(tmp_path: Path) 
     (tmp_path / "pkg/__pycache__").mkdir()
     (tmp_path / "pkg/__pycache__/a.pyc").write_bytes(b"\0")
     assert measure(tmp_path, "pkg") == (2, 2)
+
+
+def test_ruff_is_found_without_path_or_refused_in_one_line(monkeypatch, tmp_path) -> None:
+    """The plugin is formatted with this Python's ruff even when no ruff is on PATH."""
+    from vllm_platform_template.cli import new
+
+    monkeypatch.setattr(new.sys, "executable", str(tmp_path / "python"))  # no ruff beside it
+    monkeypatch.setattr(new.shutil, "which", lambda name: None)
+    assert new.ruff_command() == [str(tmp_path / "python"), "-m", "ruff"]  # ruff importable here
+    monkeypatch.setattr(new.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit, match="pip install ruff"):
+        new.ruff_command()
+    with pytest.raises(SystemExit, match="pip install ruff"):
+        new.generate("acme", tmp_path / "out", "npu")
+    assert not (tmp_path / "out").exists()  # refused before anything was written

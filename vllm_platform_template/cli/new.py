@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import json
 import re
 import shutil
@@ -108,6 +109,10 @@ FIRST_LIGHT_LEFT_OUT = (
     Entry("vllm_platform_template/devices/gpu/kernels", "the Triton kernels (speed tier)"),
     Entry("vllm_platform_template/devices/gpu/attention_kernels.py", "Triton attention (speed)"),
     Entry("vllm_platform_template/devices/gpu/graphs.py", "CUDA graphs (speed tier)"),
+    Entry(
+        "vllm_platform_template/devices/gpu/communicator.py",
+        "graph capture's communicator (speed tier); first light runs vLLM's own",
+    ),
     Entry("vllm_platform_template/devices/gpu/views.py", "views by __cuda_array_interface__"),
     Entry("vllm_platform_template/devices/gpu/device.py", "the kernel table of the Triton kernels"),
     Entry(
@@ -156,7 +161,6 @@ FIRST_LIGHT_TESTS = (
     Entry("tests/unit/test_attention_backend.py", "TEMPLATE_ATTN's vLLM glue"),
     Entry("tests/unit/test_attention_kernels.py", "the reference paged attention"),
     Entry("tests/unit/test_cli_imports.py", "the command starts with the standard library"),
-    Entry("tests/unit/test_communicator_graph_capture.py", "the communicator on gloo"),
     Entry("tests/unit/test_compile_cache.py", "the trusted compile cache"),
     Entry("tests/unit/test_custom_op_registration.py", "the CustomOps reach the kernel table"),
     Entry("tests/unit/test_device_identity.py", "the identity table, the tiers, activation"),
@@ -526,18 +530,25 @@ def render_readme(source: str, device: str) -> str:
     return text.replace("@device@", device).replace("@Device@", device.capitalize())
 
 
-def format_project(out: Path) -> None:
+def ruff_command() -> list[str]:
+    """How to run ruff here: this Python's ``ruff`` (its script beside the interpreter, or
+    ``python -m ruff``), else one on ``PATH``; refuses with one line when there is none."""
+    beside = Path(sys.executable).parent / "ruff"
+    if beside.is_file():
+        return [str(beside)]
+    if importlib.util.find_spec("ruff") is not None:
+        return [sys.executable, "-m", "ruff"]
+    on_path = shutil.which("ruff")
+    if on_path is not None:
+        return [on_path]
+    raise SystemExit("new formats the plugin it writes with ruff: `pip install ruff`, then again")
+
+
+def format_project(out: Path, ruff: list[str]) -> None:
     """Order the imports of ``out``, drop those only left-out code used, and format it,
     with its own ruff settings."""
-    ruff = Path(sys.executable).parent / "ruff"
-    command = str(ruff) if ruff.is_file() else shutil.which("ruff")
-    steps = (("check", "--fix", "--select", "I,F401"), ("format",))
-    if command is None:
-        print("ruff not found: in the new project, run `ruff check --fix --select I,F401 .` "
-              "and `ruff format .` (pip install ruff)")  # fmt: skip
-        return
-    for step in steps:
-        subprocess.run([command, *step, "--quiet", "--no-cache", "."], cwd=out, check=True)
+    for step in (("check", "--fix", "--select", "I,F401"), ("format",)):
+        subprocess.run([*ruff, *step, "--quiet", "--no-cache", "."], cwd=out, check=True)
 
 
 # --- sizes ---------------------------------------------------------------------------
@@ -627,6 +638,7 @@ def generate(
 ) -> Path:
     """Write the new project to ``out``; returns it."""
     check_names(name, device)
+    ruff = ruff_command()  # before anything is written
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"{out} exists and is not empty; choose another --out")
     port = device != DEFAULT_DEVICE
@@ -676,7 +688,7 @@ def generate(
         (out / "examples" / "README.md").write_text(rename(EXAMPLES_README))
         files += 1
     write("README.md", render_readme((root / README_SOURCE).read_text(), device))
-    format_project(out)
+    format_project(out, ruff)
     print(f"wrote {files + 1} files to {out} (device folder: {device}, {shape} plugin)")
     return out
 

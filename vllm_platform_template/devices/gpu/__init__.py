@@ -17,7 +17,7 @@ first light  1. Identity                               ``identity.py``
 first light  2. Activation                             ``availability.py``
 first light  3. Platform                               ``platform.py``
 first light  4. Worker and model runner                ``worker.py``
-first light  5. Communicator                           ``communicator.py``
+first light  5. Communicator                           ``platform.py``
 first light  6. Reference kernels and attention        ``device.py``
 first light  7. Eager mode: the first token            ``platform.py``
 speed        8. Model Runner V2                        ``worker.py``
@@ -25,7 +25,7 @@ speed        9. Pinned and UVA buffers                 ``views.py``
 speed        10. Kernels: IR providers and custom ops  ``kernels/``
 speed        11. Attention kernels                     ``attention_kernels.py``
 speed        12. Compiler backend and passes           ``platform.py``
-speed        13. Graph capture                         ``graphs.py``
+speed        13. Graph capture                         ``graphs.py, communicator.py``
 speed        14. The fused model                       ``device.py``
 speed        15. Ray                                   ``platform.py``
 ===========  ========================================  ========================

@@ -106,8 +106,8 @@ HOOKS = (
         "4. Worker and model runner",
     ),
     Hook(
-        "communicator (Platform.get_device_communicator_cls, dist_backend)",
-        "communicator.py",
+        "communicator (Platform.get_device_communicator_cls: vLLM's, over dist_backend)",
+        "platform.py",
         FIRST_LIGHT,
         "5. Communicator",
         "dist_backend",
@@ -170,8 +170,8 @@ HOOKS = (
         "eager mode (no compilation)",
     ),
     Hook(
-        "graph capture backend (Platform.get_static_graph_wrapper_cls)",
-        "graphs.py",
+        "graph capture backend (Platform.get_static_graph_wrapper_cls, the communicator's capture)",
+        "graphs.py, communicator.py",
         SPEED,
         "13. Graph capture",
         "graph_api",

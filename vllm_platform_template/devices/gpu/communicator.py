@@ -20,10 +20,11 @@ current one; collectives issued through torch.distributed on that stream are
 recorded into the graph), and the patch registry's ``oot_communicator_graph_capture``
 routes vLLM's call to it.
 
-Proven by ``tests/unit/test_communicator_graph_capture.py`` (vLLM's real
-``graph_capture`` on one CPU rank), by the first-light engine
-(``tests/e2e/test_gpu_first_light.py``: its device group, one rank) and, on two
-devices, the device tier's tensor- and pipeline-parallel tests.
+The platform names this class once the identity names a graph API; in first
+light it names vLLM's own ``DeviceCommunicatorBase``, which does the same
+collectives. Proven by ``tests/unit/test_communicator_graph_capture.py``
+(vLLM's real ``graph_capture`` on one CPU rank) and, on two devices, the device
+tier's tensor- and pipeline-parallel tests.
 """
 
 from __future__ import annotations

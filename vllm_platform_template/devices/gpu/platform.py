@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 logger = get_logger(__name__)
 
 STOCK_GPU_WORKER = "vllm.v1.worker.gpu_worker.Worker"
-TEMPLATE_WORKER = "vllm_platform_template.devices.gpu.worker.TemplateGPUWorker"
+TEMPLATE_WORKER = "vllm_platform_template.devices.gpu.worker.TemplateGpuWorker"
 COMMUNICATOR = "vllm_platform_template.devices.gpu.communicator.TemplateGpuCommunicator"
 # The paged KV cache's block size when the user sets none (the Triton paged-attention
 # kernel's tile; vLLM's CUDA default too).

@@ -6,7 +6,7 @@ sleep mode, the model runner and its sampler (docs/porting-guide.md, "4. Worker
 and model runner" (first light) and "8. Model Runner V2" (speed)).
 
 - Device: vLLM's ``gpu_worker.Worker.init_device`` serves CUDA only (any other
-  device type: "Unsupported device type"). :meth:`TemplateGPUWorker.init_device`
+  device type: "Unsupported device type"). :meth:`TemplateGpuWorker.init_device`
   takes the same steps for the identity's device: bind the rank's device
   through the platform, check the dtype, start the distributed environment
   with the identity's ``dist_backend``, seed, take the memory snapshot the KV
@@ -31,8 +31,8 @@ and model runner" (first light) and "8. Model Runner V2" (speed)).
   (``graph_wrapper.stats.watch_full_graphs``), for the report and the tests.
 
 Proven by ``tests/unit/test_gpu_platform.py`` (the worker and memory pool the
-platform names), ``tests/e2e/test_gpu_first_light.py`` (the worker on the CPU,
-the identity pointed at ``cpu``; on the device, the same engine).
+platform names), ``tests/e2e/test_gpu_first_light.py`` (the worker on the
+device; in CI, a generated plugin's on the PrivateUse1 test device).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from vllm_platform_template.graph_wrapper.stats import watch_full_graphs
 from vllm_platform_template.platform_plugin.worker_reports import TemplateWorkerReports
 
 
-class TemplateGPUWorker(TemplateWorkerReports, Worker):
+class TemplateGpuWorker(TemplateWorkerReports, Worker):
     """vLLM's ``Worker`` for this folder's platform."""
 
     def init_device(self) -> None:
