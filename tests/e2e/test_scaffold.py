@@ -18,6 +18,7 @@ project's own device-tier parity tests run too.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -146,6 +147,20 @@ def test_generated_project_matches_transformers_on_its_cpu_backend(projects) -> 
     test = "tests/e2e/test_parity.py::test_matches_transformers[eager]"
     run = project.start(project.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", test)
     _finish([("engine parity (default)", run)], timeout=900)
+
+
+def test_first_light_plugins_doctor_finds_the_whole_contract_on_the_test_device(projects) -> None:
+    """``vllm-acme doctor`` probes each row of the torch-extension contract on the device."""
+    project = projects["npu"]
+    proc = project.start(
+        project.python, "-m", "vllm_acme.cli.main", "doctor", "--json",
+        env={"VLLM_ACME_DEVICE": "npu", **DEVICE_ENVS["npu"]},
+    )  # fmt: skip
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output[-3000:]
+    report = json.loads(output.strip().splitlines()[-1])
+    assert report["selection"]["platform"] == "vllm_acme.devices.npu.platform.AcmeNpuPlatform"
+    assert report["torch_contract"] and not any(report["torch_contract"].values()), report
 
 
 def test_vllm_shows_the_port_what_first_light_still_misses(projects) -> None:
