@@ -158,7 +158,7 @@ def test_first_light_plugins_doctor_finds_the_whole_contract_on_the_test_device(
     )  # fmt: skip
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output[-3000:]
-    report = json.loads(output.strip().splitlines()[-1])
+    report = json.loads(next(ln for ln in reversed(output.splitlines()) if ln.startswith("{")))
     assert report["selection"]["platform"] == "vllm_acme.devices.npu.platform.AcmeNpuPlatform"
     assert report["torch_contract"] and not any(report["torch_contract"].values()), report
 
