@@ -170,6 +170,23 @@ def test_dtypes_come_from_the_devices_runtime(monkeypatch) -> None:
     folder.TemplateGpuPlatform.check_if_supports_dtype(torch.bfloat16)
 
 
+def test_a_guard_that_cannot_say_leaves_bf16_to_the_device_module(monkeypatch) -> None:
+    """CUDA's device guard on torch 2.11 raises for the capability query: no refusal from
+    it; the device module's ``is_bf16_supported`` decides where it has one."""
+
+    def cannot_say(*args: object) -> dict:
+        raise RuntimeError("Backend doesn't support getting device capabilities.")
+
+    monkeypatch.setattr(torch.accelerator, "get_device_capability", cannot_say)
+    module = SimpleNamespace(get_device_name=lambda i=0: "dev", is_bf16_supported=lambda: True)
+    monkeypatch.setattr(folder, "torch_module", lambda: module)
+    folder.TemplateGpuPlatform.check_if_supports_dtype(torch.bfloat16)
+    module.is_bf16_supported = lambda: False
+    with pytest.raises(ValueError, match=r"does not support torch\.bfloat16"):
+        folder.TemplateGpuPlatform.check_if_supports_dtype(torch.bfloat16)
+    folder.TemplateGpuPlatform.check_if_supports_dtype(torch.float16)
+
+
 def test_memory_queries_fall_back_to_the_device_module(monkeypatch) -> None:
     """A torch whose ``torch.accelerator`` lacks a memory call: the device module answers."""
     module = SimpleNamespace(mem_get_info=lambda i: (5, 8), max_memory_allocated=lambda d: 3)

@@ -158,7 +158,16 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
     def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
         """The dtypes the device's runtime declares (``torch.accelerator``'s capability)."""
         supported = accelerator_supported_dtypes()
-        if supported is None or dtype in supported:
+        if supported is None:
+            # the runtime cannot say: the device module's own bf16 answer, where it has one
+            bf16_supported = getattr(torch_module(), "is_bf16_supported", None)
+            if dtype == torch.bfloat16 and bf16_supported is not None and not bf16_supported():
+                raise ValueError(
+                    f"{cls.get_device_name()} does not support torch.bfloat16 (its device "
+                    "module says so). Run with another --dtype."
+                )
+            return
+        if dtype in supported:
             return
         raise ValueError(
             f"{cls.get_device_name()} does not support {dtype} (its runtime supports "
@@ -219,11 +228,19 @@ def accelerator_memory_info(device_id: int) -> tuple[int, int]:
 
 
 def accelerator_supported_dtypes() -> set[torch.dtype] | None:
-    """The dtypes the current device's runtime supports (None: this torch cannot say)."""
+    """The dtypes the current device's runtime supports (None: this torch cannot say).
+
+    ``torch.accelerator.get_device_capability`` asks the device guard; a torch whose
+    API has no such call, or whose device guard does not answer it (CUDA's on torch
+    2.11: "Backend doesn't support getting device capabilities"), cannot say.
+    """
     query = getattr(torch.accelerator, "get_device_capability", None)
     if query is None:
         return None
-    return set(query()["supported_dtypes"])
+    try:
+        return set(query()["supported_dtypes"])
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def first_light_defaults(
