@@ -30,7 +30,8 @@ that measurement is taken again, and the run fails if it stays so) and NVML's
 utilisation samples of the window.
 
 Per engine and round: the decode step time at each batch, ``(t(144 tokens) -
-t(16 tokens)) / 128`` after a 128-token prompt, the time to first token, and
+t(16 tokens)) / 128`` after a 128-token prompt (the best of three such pairs:
+batch 1 is host-bound and one pair carries the host's jitter), the time to first token, and
 the prefill rate of one 2048-token prompt. Ratios are per round (engine over
 stock's time, both measured in the same round), then the median and min-max
 range over rounds (``_e2e_stats.py``), in the JSON, the table and as error bars
