@@ -10,8 +10,9 @@ project's ``communicator.py``, ``--with-examples``), and write the three methods
 your runtime's graphs: ``capture`` records the kernels ``fn`` launches, in the
 platform's graph pool, and returns them with the outputs; ``replay`` runs
 them again on the same memory; ``weak_output`` keeps the outputs without
-keeping their memory alive (the pool owns it). Nothing tests it until then:
-the section's test turns green once the identity names the graph API.
+keeping their memory alive (the pool owns it). Until then the first-light
+policy (no graphs without a graph API) is what ``tests/unit/test_gpu_platform.py``
+holds; the section's test turns green once the identity names the graph API.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ Speed (docs/porting-guide.md, "9. Pinned and UVA buffers"): with Model Runner V2
 on the device, return a device tensor over the same bytes as a pinned CPU
 tensor (writes visible both ways) from your runtime's host-mapped memory, name
 it as ``DEVICE.pinned_device_view``, and the protocol in the identity's
-``array_interface``. Nothing tests it until then: the section's test turns
-green once Model Runner V2 runs on the device.
+``array_interface``. Until then the first-light policy (V1 model runner, no
+views) is what ``tests/unit/test_gpu_platform.py`` holds; the section's test
+turns green once Model Runner V2 runs on the device.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ speed        9. Pinned and UVA buffers                 ``views.py``
 speed        10. Kernels: IR providers and custom ops  ``kernels/``
 speed        11. Attention kernels                     ``attention_kernels.py``
 speed        12. Compiler backend and passes           ``platform.py``
-speed        13. Graph capture                         ``graphs.py, communicator.py``
+speed        13. Graph capture                         ``graphs.py``
 speed        14. The fused model                       ``device.py``
 speed        15. Ray                                   ``platform.py``
 ===========  ========================================  ========================

@@ -170,8 +170,8 @@ HOOKS = (
         "eager mode (no compilation)",
     ),
     Hook(
-        "graph capture backend (Platform.get_static_graph_wrapper_cls, the communicator's capture)",
-        "graphs.py, communicator.py",
+        "graph capture backend (Platform.get_static_graph_wrapper_cls, a capturing communicator)",
+        "graphs.py",
         SPEED,
         "13. Graph capture",
         "graph_api",
