@@ -120,7 +120,6 @@ def device_rates() -> dict[str, Any]:
 def versions() -> dict[str, str | None]:
     """Versions of what ran, and the project's commit where git can tell."""
     import importlib.metadata as md
-    import subprocess
 
     out: dict[str, str | None] = {}
     for name in ("torch", "triton", "vllm", "transformers", "vllm-platform-template"):
@@ -128,12 +127,25 @@ def versions() -> dict[str, str | None]:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
             out[name] = None
-    try:
-        git = ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"]
-        out["commit"] = subprocess.run(git, capture_output=True, text=True).stdout.strip() or None
-    except OSError:
-        out["commit"] = None
+    # Not git's HEAD: the device machine receives the working tree over a clone of its
+    # own, whose HEAD need not be this tree's (a run recorded e888d5b for 3068828's code).
+    # The digest of the code that ran names it: compare with `source_digest()` here.
+    out["source_digest"] = source_digest()
     return out
+
+
+def source_digest() -> str:
+    """sha256 of the plugin's and the benchmarks' Python files (paths and contents)."""
+    import hashlib
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(
+        [*root.glob("vllm_platform_template/**/*.py"), *root.glob("benchmarks/*.py")]
+    ):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def limit_ms(shape: str, batch: int, copy_rate: float) -> float:
