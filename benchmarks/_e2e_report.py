@@ -96,9 +96,14 @@ def chart(result: dict[str, Any], path: Path) -> None:
     right.set_xticks([j + 0.4 - width / 2 for j in range(len(metrics))], labels)
     right.set_ylabel("time / stock's default backend (median, min-max bars)")
     right.legend(fontsize=7)
+    verdict = (
+        f"SELF-CHECK FAILED ({len(result['self_check'])} findings): not a comparison of engines"
+        if result.get("self_check")
+        else "self-check passed"
+    )
     fig.suptitle(
         f"{result['shape']} Llama, bf16, {result['rates']['device']}: each engine alone, "
-        f"{result['rounds']} rounds"
+        f"{result['rounds']} rounds; {verdict}"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
