@@ -10,8 +10,9 @@ on two devices, one tensor-parallel engine over the identity's
 ``torch.distributed`` backend. Asserted: greedy tokens equal transformers' (fp32,
 CPU); the folder's platform ran eagerly with ``TEMPLATE_ATTN``; the weights and
 the KV cache are tensors of the device, counted by its allocator; the kernel
-table's operators were dispatched to the device (where it counts them); two
-devices give the tokens of one. The first-light tier itself is
+table's operators were dispatched to the device and vLLM reached its runtime
+(allocator, pinned memory, events, guard: where it counts them, as the test
+device does); two devices give the tokens of one. The first-light tier itself is
 ``availability.HOOKS``'; docs/porting-guide.md, "Eager mode: the first token".
 """
 
@@ -112,6 +113,25 @@ def test_the_kernel_tables_operators_ran_on_the_device(one_device) -> None:
         pytest.skip(f"{DEVICE} does not count the operators it runs (the test device does)")
     missing = [op for op in REFERENCE_KERNEL_OPERATORS if counts.get(op, 0) == 0]
     assert not missing, f"not dispatched to {DEVICE}: {missing}; counted: {sorted(counts)}"
+
+
+# The device runtime's hooks vLLM reached (the test device counts them beside the operators):
+# the allocator's memory info (the KV cache is sized from it), pinned host buffers (the
+# model runner's inputs), events (its output copies), the guard's current device.
+RUNTIME_HOOKS = (
+    "runtime::DeviceAllocator::getMemoryInfo",
+    "runtime::HostAllocator::allocate",
+    "runtime::Guard::recordEvent",
+    "runtime::Guard::setDevice",
+)
+
+
+def test_vllm_used_the_devices_runtime(one_device) -> None:
+    counts = one_device["device_dispatch"]
+    if counts is None:
+        pytest.skip(f"{DEVICE} does not count its runtime calls (the test device does)")
+    missing = [hook for hook in RUNTIME_HOOKS if counts.get(hook, 0) == 0]
+    assert not missing, f"{DEVICE}'s runtime not reached: {missing}; counted: {sorted(counts)}"
 
 
 @pytest.mark.skipif(torch.accelerator.device_count() < 2, reason=f"needs two {DEVICE} devices")

@@ -49,13 +49,11 @@ void count(const c10::OperatorName& name) {
   if (!name.overload_name.empty()) {
     key += "." + name.overload_name;
   }
-  std::lock_guard<std::mutex> lock(counts_mutex);
-  ++counts[key];
+  count_call(key);
 }
 
 void count(const char* name) {
-  std::lock_guard<std::mutex> lock(counts_mutex);
-  ++counts[name];
+  count_call(name);
 }
 
 std::tuple<std::vector<std::string>, std::vector<int64_t>> dispatch_counts() {
@@ -354,6 +352,11 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 }
 
 }  // namespace
+
+void count_call(const std::string& name) {
+  std::lock_guard<std::mutex> lock(counts_mutex);
+  ++counts[name];
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);

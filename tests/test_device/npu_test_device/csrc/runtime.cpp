@@ -92,6 +92,7 @@ struct DeviceMemory final : c10::DeviceAllocator {
     const auto device = current_device();
     void* data = nullptr;
     if (nbytes > 0) {
+      count_call("runtime::DeviceAllocator::allocate");
       std::lock_guard<std::mutex> lock(mutex_);
       auto& stats = stats_[device];
       const auto in_use = stats.allocated_bytes[kAll].current;
@@ -148,11 +149,14 @@ struct DeviceMemory final : c10::DeviceAllocator {
     return true;
   }
 
-  void emptyCache(c10::MempoolId_t /*pool*/) override {}  // no cache: freed memory goes back
+  void emptyCache(c10::MempoolId_t /*pool*/) override {  // no cache: freed memory goes back
+    count_call("runtime::DeviceAllocator::emptyCache");
+  }
 
   void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {}
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    count_call("runtime::DeviceAllocator::getDeviceStats");
     check_device(device);
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_[device];
@@ -173,6 +177,7 @@ struct DeviceMemory final : c10::DeviceAllocator {
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    count_call("runtime::DeviceAllocator::getMemoryInfo");
     check_device(device);
     std::lock_guard<std::mutex> lock(mutex_);
     const auto used = stats_[device].allocated_bytes[kAll].current;
@@ -229,6 +234,7 @@ struct PinnedMemory final : at::HostAllocator {
   at::DataPtr allocate(size_t nbytes) override {
     void* data = nullptr;
     if (nbytes > 0) {
+      count_call("runtime::HostAllocator::allocate");
       data = std::malloc(nbytes);
       TORCH_CHECK(data != nullptr, "could not pin ", nbytes, " bytes of host memory");
       std::lock_guard<std::mutex> lock(mutex_);
@@ -330,6 +336,7 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   }
 
   void setDevice(c10::Device device) const override {
+    count_call("runtime::Guard::setDevice");
     TORCH_INTERNAL_ASSERT(device.type() == kType);
     if (device.has_index()) {
       set_device(device.index());
@@ -357,10 +364,12 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream getNewStream(c10::Device device, int /*priority*/) const override {
+    count_call("runtime::Guard::getNewStream");
     return c10::Stream(c10::Stream::UNSAFE, device, next_stream_id++);
   }
 
   c10::Stream exchangeStream(c10::Stream stream) const override {
+    count_call("runtime::Guard::exchangeStream");
     const auto previous = getStream(stream.device());
     current_streams[stream.device_index()] = stream.id();
     return previous;
@@ -368,6 +377,7 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
 
   void record(void** event, const c10::Stream& /*stream*/, const c10::DeviceIndex /*device*/,
               const c10::EventFlag /*flag*/) const override {
+    count_call("runtime::Guard::recordEvent");
     if (*event == nullptr) {
       *event = new Event();
     }
@@ -384,7 +394,9 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
     return true;
   }
 
-  void synchronizeEvent(void* /*event*/) const override {}
+  void synchronizeEvent(void* /*event*/) const override {
+    count_call("runtime::Guard::synchronizeEvent");
+  }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override {
     TORCH_CHECK(start != nullptr && end != nullptr, "both events must be recorded first");
@@ -407,7 +419,9 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
 
   void synchronizeStream(const c10::Stream& /*stream*/) const override {}
 
-  void synchronizeDevice(const c10::DeviceIndex /*device*/) const override {}
+  void synchronizeDevice(const c10::DeviceIndex /*device*/) const override {
+    count_call("runtime::Guard::synchronizeDevice");
+  }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, Guard);
@@ -473,6 +487,7 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   }
 
   at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    count_call("runtime::Hooks::getNewGenerator");
     return at::make_generator<Generator>(device < 0 ? current_device() : device);
   }
 
@@ -481,6 +496,7 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   }
 
   bool isPinnedPtr(const void* data) const override {
+    count_call("runtime::Hooks::isPinnedPtr");
     return pinned_memory.owns(data);
   }
 

@@ -5,6 +5,8 @@
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
 
+#include <string>
+
 namespace npu_test {
 
 c10::DeviceIndex device_count();
@@ -18,5 +20,8 @@ at::Allocator* device_allocator();
 
 // Grow (with the device's allocator, keeping the bytes) or shrink a storage in place.
 void resize_storage(const c10::Storage& storage, size_t nbytes);
+
+// Count one call under `name` (operators and runtime hooks alike; npu_test::dispatch_counts).
+void count_call(const std::string& name);
 
 }  // namespace npu_test
