@@ -26,7 +26,11 @@ Pieces, each with the torch hook it serves:
 torch version (``torch.utils.cpp_extension``, ninja) into
 ``~/.cache/npu_test_device/``; loading afterwards takes a fraction of a second.
 The device is registered only where ``NPU_TEST_DEVICE=1`` (:func:`autoload`):
-every other process of the same environment keeps torch as it is.
+every other process of the same environment keeps torch as it is. The package
+is installed as a copy, not editable (torch imports its entry point in every
+process that sees the environment, also through a ``.pth`` that does not run
+editable finders): after changing it, ``pip install ./tests/test_device`` and
+build again.
 """
 
 from __future__ import annotations
