@@ -242,6 +242,7 @@ TOX_SECTIONS_LEFT_OUT = {
     "testenv:upstream": "tools/upstream_tests.py is left out",
     "testenv:upstream-next": "tools/upstream_tests.py is left out",
     "testenv:bundle": "tools/gpu_bundle.py is left out",
+    "testenv:shutdown-stress": "this project's 20-engine shutdown loop (SHUTDOWN_STRESS_RUNS)",
 }
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".venv"}
 BINARY_SUFFIXES = {".safetensors", ".png"}
