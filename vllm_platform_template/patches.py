@@ -269,6 +269,35 @@ def ending_cleanly() -> bool:
     return error is None or (isinstance(error, SystemExit) and error.code in (None, 0))
 
 
+# vLLM's generic grace for a process at shutdown (v1/utils.py::shutdown, timeout None).
+ENGINE_EXIT_GRACE_S = 5.0
+
+
+def _engine_exit_grace_in_abort_mode() -> None:
+    """``vllm serve``'s abort-mode shutdown gives the EngineCore vLLM's 5 s, not 0 s."""
+    after_import("vllm.v1.engine.utils", _grace_instead_of_zero)
+
+
+def _grace_instead_of_zero(module: types.ModuleType) -> None:
+    original = getattr(module, "get_engine_process_shutdown_timeout", None)
+    if original is None or getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def get_engine_process_shutdown_timeout(
+        request_timeout: float | None, process_timeout: float | None
+    ) -> float | None:
+        timeout = original(request_timeout, process_timeout)
+        if request_timeout == 0 and timeout == 0:
+            return ENGINE_EXIT_GRACE_S
+        return timeout
+
+    get_engine_process_shutdown_timeout.__template_patched__ = True  # type: ignore[attr-defined]
+    setattr(  # noqa: B010  (the rebinding is this patch)
+        module, "get_engine_process_shutdown_timeout", get_engine_process_shutdown_timeout
+    )
+
+
 # [full only] Ray across hosts, for the CPU reference backend
 # vLLM's default Ray executor (VLLM_USE_RAY_V2_EXECUTOR_BACKEND=1).
 RAY_EXECUTOR_MODULE = "vllm.v1.executor.ray_executor_v2"
@@ -535,6 +564,29 @@ PATCHES: tuple[Patch, ...] = (
             "budget covers them on a busy host"
         ),
         apply=_end_spawned_processes_like_forked_ones,
+        devices=tuple(DEVICE_PACKAGES),
+    ),
+    Patch(
+        name="engine_exit_grace_in_abort_mode",
+        why=(
+            "SIGINT or SIGTERM to vllm serve (shutdown_timeout 0, vLLM's default: abort "
+            "in-flight requests) made the API server's process manager SIGTERM the "
+            "EngineCore and force-kill it in the same instant (a 0 s budget: 'force killing "
+            "remaining processes', leaked semaphore and shared_memory warnings), before the "
+            "engine could send the aborted requests' final outputs: 16 streams in flight "
+            "then hung, and uvicorn waited for their connections, so the server did not "
+            "exit until the clients gave up. Patched, the zero/zero case gets vLLM's generic "
+            "5 s process grace; the engine aborts the requests (their streams end), and on "
+            "the template platform exits within about a second "
+            "(end_spawned_processes_like_forked_ones)"
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/v1/engine/utils.py::get_engine_process_shutdown_timeout gives "
+            "that grace (15 s) on ROCm only (PR #52281); called by CoreEngineProcManager."
+            "shutdown through the module global"
+        ),
+        remove_when="vLLM gives the EngineCore a cleanup grace in abort mode on every platform",
+        apply=_engine_exit_grace_in_abort_mode,
         devices=tuple(DEVICE_PACKAGES),
     ),
     # [full only] Ray across hosts, for the CPU reference backend

@@ -23,7 +23,9 @@ Runs: ``SHUTDOWN_STRESS_RUNS`` template and ``SHUTDOWN_STRESS_STOCK_RUNS`` stock
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -53,6 +55,11 @@ RUN_TIMEOUT_S = 600
 # The engine is up: vLLM's line once the worker finished its warm-up.
 ENGINE_UP = "init engine (profile, create kv cache, warmup model) took"
 SHUTDOWN_START = "[shutdown] MPClient: start"
+SIGTERM_SENT = "[shutdown] Process manager: send sigterm to process EngineCore"
+# An engine process still running this long after SIGTERM has its stacks printed
+# (vLLM force-kills it at 5 s): the dump names what it was blocked in.
+DUMP_AFTER_S = 3.5
+DUMP_SITE = Path(__file__).with_name("stack_dump_site")
 DEMO_ARGS = ("--json", "--no-perplexity", "--max-tokens", "16")
 
 
@@ -88,13 +95,12 @@ def run_once(cache_root: Path, stock: bool) -> Run:
     """One demo run; every core busy from the moment its engine is up until it exits."""
     env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
     env["VLLM_CACHE_ROOT"] = str(cache_root)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(DUMP_SITE), env.get("PYTHONPATH")) if p)
     cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", *DEMO_ARGS]
     if stock:
         cmd.append("--stock")
     shm_before = shm_entries()
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run = Run(stock=stock)
     marks: dict[str, float] = {}
     lines: list[str] = []
@@ -104,7 +110,7 @@ def run_once(cache_root: Path, stock: bool) -> Run:
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append(line)
-            for mark in (ENGINE_UP, SHUTDOWN_START):
+            for mark in (ENGINE_UP, SHUTDOWN_START, SIGTERM_SENT):
                 if mark in line:
                     marks.setdefault(mark, time.monotonic())
 
@@ -120,9 +126,14 @@ def run_once(cache_root: Path, stock: bool) -> Run:
     while ENGINE_UP not in marks and proc.poll() is None and time.monotonic() < deadline:
         descendants.poll()
         time.sleep(0.2)
+    dumped = False
     with busy_cores(seconds=max(1.0, deadline - time.monotonic())):
         while proc.poll() is None and time.monotonic() < deadline:
             descendants.poll()
+            sent = marks.get(SIGTERM_SENT)
+            if not dumped and sent is not None and time.monotonic() - sent > DUMP_AFTER_S:
+                dumped = True  # an engine process outlives SIGTERM: print its threads
+                dump_stacks(descendants)
             time.sleep(0.1)
         exited = time.monotonic()
         if proc.poll() is None:
@@ -140,6 +151,14 @@ def run_once(cache_root: Path, stock: bool) -> Run:
     if stock and stock_exit_abort(["--stock"], _completed(run)):
         run.returncode = 0  # stock vLLM's known exit-time abort (tests/engine_exit.py)
     return run
+
+
+def dump_stacks(descendants: Descendants) -> None:
+    """SIGUSR1 (faulthandler, stack_dump_site) to every vLLM engine process still running."""
+    for pid, (_, name) in descendants.seen.items():
+        if name.startswith("VLLM::"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR1)
 
 
 def _completed(run: Run) -> subprocess.CompletedProcess:
