@@ -12,7 +12,8 @@
 #   bench-e2e vLLM end to end, the template beside stock vLLM CUDA, each engine measured
 #             alone, stock alone as a self-check (benchmarks/gpu_e2e.py; stock runs when its
 #             compiled files are staged, below; about 5-7 min on an H100 for the 1.1B shape)
-#   multi     tensor and pipeline parallel on two GPUs (skips with fewer)
+#   multi     tensor and pipeline parallel on two GPUs (skips with fewer); then faults
+#             there: a TP=2 worker killed mid-request, client disconnects (TP=2, PP=2)
 #   upstream  vLLM's own tests/kernels/ir and compile tests on the GPU platform
 #             (tools/upstream_tests.py; needs vLLM's test plugins and its sdist, below)
 #   all       every stage above but upstream, in that order
@@ -166,6 +167,8 @@ run_stage() {
     multi)
         tier_pytest --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \
             2>&1 | tee -a "$out" || rc=1
+        # The faults measure the devices' memory: one at a time, after the parallel tests.
+        tier_pytest --timeout 420 tests/e2e/test_gpu_faults.py 2>&1 | tee -a "$out" || rc=1
         ;;
     esac
     echo "stage $name: exit $rc, wall $((SECONDS - start)) s" | tee -a "$out"

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.process_exit import exit_after_the_exit_handlers
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
 logger = get_logger(__name__)
@@ -207,6 +208,96 @@ def after_import(name: str, callback: Callable[[types.ModuleType], None]) -> Non
         sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
+# The classes whose ``shutdown`` is the last thing a dedicated vLLM process runs:
+# ``run_engine_core`` and ``WorkerProc.worker_main`` call it in their ``finally``, then
+# the process returns from its multiprocessing target and the interpreter finalizes.
+EXITING_PROCESS_CLASSES = (
+    ("vllm.v1.engine.core", "EngineCoreProc"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProc"),
+)
+
+
+def _end_spawned_processes_like_forked_ones() -> None:
+    """After vLLM's orderly teardown of a spawned engine or worker process, skip finalization."""
+    for module_name, class_name in EXITING_PROCESS_CLASSES:
+        after_import(module_name, functools.partial(_exit_after_shutdown, class_name=class_name))
+
+
+def _exit_after_shutdown(module: types.ModuleType, class_name: str) -> None:
+    cls = getattr(module, class_name, None)
+    original = getattr(cls, "shutdown", None)
+    if cls is None or original is None or getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def shutdown(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not (multiprocessing_child() and ending_cleanly()):
+            return original(self, *args, **kwargs)
+        # The process ends after this teardown: vLLM's full collections in it
+        # (the model runner's and cleanup_dist_env_and_memory's gc.collect) free
+        # nothing the OS would not, and cost a second each on a busy host.
+        with no_garbage_collection():
+            result = original(self, *args, **kwargs)
+        gc.disable()
+        exit_after_the_exit_handlers(0)
+        return result
+
+    shutdown.__template_patched__ = True  # type: ignore[attr-defined]
+    cls.shutdown = shutdown
+
+
+def multiprocessing_child() -> bool:
+    """True in a process vLLM started through ``multiprocessing`` (engine core, worker).
+
+    An engine built in the user's own process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``)
+    runs ``EngineCore``, not ``EngineCoreProc``, and no ``WorkerProc``; Ray actors are
+    no multiprocessing children either: their processes are left to end as they do.
+    """
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
+
+
+def ending_cleanly() -> bool:
+    """True unless an exception other than ``SystemExit(0)`` is propagating.
+
+    ``shutdown`` runs in the ``finally`` of the process's target: the exception
+    on its way out (if any) decides the exit status. A failing process keeps
+    the interpreter's normal exit: its traceback and status 1.
+    """
+    error = sys.exc_info()[1]
+    return error is None or (isinstance(error, SystemExit) and error.code in (None, 0))
+
+
+# vLLM's generic grace for a process at shutdown (v1/utils.py::shutdown, timeout None).
+ENGINE_EXIT_GRACE_S = 5.0
+
+
+def _engine_exit_grace_in_abort_mode() -> None:
+    """``vllm serve``'s abort-mode shutdown gives the EngineCore vLLM's 5 s, not 0 s."""
+    after_import("vllm.v1.engine.utils", _grace_instead_of_zero)
+
+
+def _grace_instead_of_zero(module: types.ModuleType) -> None:
+    original = getattr(module, "get_engine_process_shutdown_timeout", None)
+    if original is None or getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def get_engine_process_shutdown_timeout(
+        request_timeout: float | None, process_timeout: float | None
+    ) -> float | None:
+        timeout = original(request_timeout, process_timeout)
+        if request_timeout == 0 and timeout == 0:
+            return ENGINE_EXIT_GRACE_S
+        return timeout
+
+    get_engine_process_shutdown_timeout.__template_patched__ = True  # type: ignore[attr-defined]
+    setattr(  # noqa: B010  (the rebinding is this patch)
+        module, "get_engine_process_shutdown_timeout", get_engine_process_shutdown_timeout
+    )
+
+
 # [full only] Ray across hosts, for the CPU reference backend
 # vLLM's default Ray executor (VLLM_USE_RAY_V2_EXECUTOR_BACKEND=1).
 RAY_EXECUTOR_MODULE = "vllm.v1.executor.ray_executor_v2"
@@ -254,18 +345,23 @@ def input_fake_mode_for_standalone_compile(
 
 
 @contextlib.contextmanager
-def no_gc_during_capture() -> Iterator[None]:
-    """No garbage collection while one graph is captured (``gc.collect`` a no-op)."""
+def no_garbage_collection() -> Iterator[None]:
+    """No garbage collection inside (``gc.collect`` a no-op, automatic collection off)."""
     from unittest.mock import patch
 
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with patch("gc.collect", lambda *a, **k: None):
+        with patch("gc.collect", lambda *a, **k: 0):
             yield
     finally:
         if was_enabled:
             gc.enable()
+
+
+def no_gc_during_capture() -> contextlib.AbstractContextManager[None]:
+    """No garbage collection while one graph is captured (``gc.collect`` a no-op)."""
+    return no_garbage_collection()
 
 
 # [full only] the CPU reference backend's fast paths
@@ -435,6 +531,63 @@ PATCHES: tuple[Patch, ...] = (
         ),
         apply=_oot_communicator_graph_capture,
         devices=ACCELERATORS,
+    ),
+    Patch(
+        name="end_spawned_processes_like_forked_ones",
+        why=(
+            "an engine stopped on a busy 2-core host was force-killed ('[shutdown] Process "
+            "manager: force killing remaining processes', then resource_tracker's leaked "
+            "semaphore and shared_memory warnings): vLLM allows the EngineCore process 5 s "
+            "from SIGTERM to exit, its worker's exit included, and both processes, spawned "
+            "(the CPU platform sets VLLM_WORKER_MULTIPROC_METHOD=spawn), spent them in garbage "
+            "collection over heaps of 640-790 thousand objects: the model runner's and "
+            "cleanup_dist_env_and_memory's explicit gc.collect() (0.4 s each idle, 1.2-1.5 s "
+            "busy) and the interpreter's final collections and module teardown (2-3 s idle; "
+            "stacks sampled then: the worker's main thread in gc_collect_main with no Python "
+            "frame left, the engine's in MultiprocExecutor._ensure_worker_termination). Stock "
+            "vLLM CPU does the same. Patched, EngineCoreProc.shutdown and WorkerProc.shutdown, "
+            "the last call of their processes, run vLLM's teardown with garbage collection "
+            "off and end the process after its exit handlers with os._exit(0) "
+            "(process_exit.py), as multiprocessing ends a forked child; only in a "
+            "multiprocessing child and only when no exception but SystemExit(0) is on its way "
+            "out (a failing process keeps its traceback and status)"
+        ),
+        upstream=(
+            "vllm-project/vllm#48620 (EngineCore SIGTERM teardown runs full-heap GC passes for "
+            "seconds; open) and PR #49082 (skip full GC at EngineCore process exit; open); "
+            "vLLM 0.32.0 vllm/v1/engine/core.py::run_engine_core freezes the heap after a "
+            "clean shutdown for ROCm only (PR #52281)"
+        ),
+        remove_when=(
+            "vLLM skips the garbage collection and finalization of its exiting engine and "
+            "worker processes on every platform (#49082 or the like), or its shutdown "
+            "budget covers them on a busy host"
+        ),
+        apply=_end_spawned_processes_like_forked_ones,
+        devices=tuple(DEVICE_PACKAGES),
+    ),
+    Patch(
+        name="engine_exit_grace_in_abort_mode",
+        why=(
+            "SIGINT or SIGTERM to vllm serve (shutdown_timeout 0, vLLM's default: abort "
+            "in-flight requests) made the API server's process manager SIGTERM the "
+            "EngineCore and force-kill it in the same instant (a 0 s budget: 'force killing "
+            "remaining processes', leaked semaphore and shared_memory warnings), before the "
+            "engine could send the aborted requests' final outputs: 16 streams in flight "
+            "then hung, and uvicorn waited for their connections, so the server did not "
+            "exit until the clients gave up. Patched, the zero/zero case gets vLLM's generic "
+            "5 s process grace; the engine aborts the requests (their streams end), and on "
+            "the template platform exits within about a second "
+            "(end_spawned_processes_like_forked_ones)"
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/v1/engine/utils.py::get_engine_process_shutdown_timeout gives "
+            "that grace (15 s) on ROCm only (PR #52281); called by CoreEngineProcManager."
+            "shutdown through the module global"
+        ),
+        remove_when="vLLM gives the EngineCore a cleanup grace in abort mode on every platform",
+        apply=_engine_exit_grace_in_abort_mode,
+        devices=tuple(DEVICE_PACKAGES),
     ),
     # [full only] Ray across hosts, for the CPU reference backend
     Patch(

@@ -32,6 +32,7 @@ REPO = PACKAGE_DIR.parent
 LAYERS = {
     "settings": 0,
     "log": 0,
+    "process_exit": 0,
     "kernels": 1,
     "embedded_model": 1,
     "device": 2,

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -196,9 +195,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     select_device(None if args.stock else args.device)
     logs_to_stderr()
-    # vLLM's engine process waits this long for its workers to exit before it SIGTERMs
-    # them (a warning); its default 5 s was too short on a busy 2-core host.
-    os.environ.setdefault(WORKER_SHUTDOWN_GRACE_ENV, str(WORKER_SHUTDOWN_GRACE_S))
     if getattr(args, "quiet", False):
         quiet_logs()
     model_dir = args.model_dir or ensure_model(args.size)
@@ -264,23 +260,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-# vLLM gives a process 5 s to exit at each step of its shutdown; on a busy 2-core host
-# the workers and the engine process took longer and were sent SIGTERM, then killed.
-WORKER_SHUTDOWN_GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
-WORKER_SHUTDOWN_GRACE_S = 30
-ENGINE_SHUTDOWN_TIMEOUT_S = 60.0  # longer than the workers' grace: the engine waits for them
-
-
 def shutdown_engine(llm: Any) -> None:
-    """Stop the engine processes now and wait for them to exit.
+    """Stop the engine processes now and wait for them to exit, with vLLM's timeouts.
 
     Left to interpreter exit, vLLM's finalizer terminates the engine process and
-    force-kills it after 5 s ("[shutdown] Process manager: force killing remaining
-    processes"), and its liveness monitor may first report it "exited
-    unexpectedly". vLLM's own callers stop an offline engine the same way
-    (``llm_engine.engine_core.shutdown``, as its tensorizer loader does).
+    its liveness monitor may first report it "exited unexpectedly". vLLM's own
+    callers stop an offline engine the same way (``llm_engine.engine_core.shutdown``,
+    as its tensorizer loader does). vLLM gives the engine process 5 s from SIGTERM,
+    its worker's exit included, then force-kills it; on the template platform both
+    end within about a second of it on a busy 2-core host (``patches.py``,
+    ``end_spawned_processes_like_forked_ones``).
     """
-    llm.llm_engine.engine_core.shutdown(timeout=ENGINE_SHUTDOWN_TIMEOUT_S)
+    llm.llm_engine.engine_core.shutdown()
 
 
 def init_split(init_s: float, startup: dict[str, float]) -> dict[str, float]:
@@ -422,6 +413,12 @@ def graphs_row(report: dict[str, Any]) -> str:
         captured = ",".join(g["captures"])
         row += f"; {g['backend']}: sizes {captured} captured, {sum(g['replays'].values())} replays"
     return row
+
+
+# Run as the process's command, the process ends once the report is printed and the
+# exit handlers ran, without the interpreter's finalization (cli/main.py, process_exit):
+# its teardown of torch and vLLM took 3 s on an idle 2-core host, 9 s on a busy one.
+ENDS_ITS_PROCESS = True
 
 
 def main(args: argparse.Namespace) -> int:

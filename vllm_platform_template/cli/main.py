@@ -42,11 +42,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command; ``argv`` None (the console script, ``python -m``): ``sys.argv``.
+
+    Run as the process's own command (``argv`` None), a command that sets
+    ``ENDS_ITS_PROCESS`` ends the process at exit without the interpreter's
+    finalization once its exit handlers ran (``process_exit``): ``demo`` holds
+    torch and vLLM, whose teardown took seconds after the report was printed.
+    """
+    command_line = argv is None
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv and argv[0] in COMMANDS else None
     args = build_parser(command).parse_args(argv)
     module = importlib.import_module(COMMANDS[args.command][0])
-    return int(module.main(args) or 0)
+    code = int(module.main(args) or 0)
+    if command_line and getattr(module, "ENDS_ITS_PROCESS", False):
+        from vllm_platform_template.process_exit import exit_after_the_exit_handlers
+
+        exit_after_the_exit_handlers(code)
+    return code
 
 
 if __name__ == "__main__":

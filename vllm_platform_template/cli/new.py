@@ -250,6 +250,7 @@ TOX_SECTIONS_LEFT_OUT = {
     "testenv:upstream": "tools/upstream_tests.py is left out",
     "testenv:upstream-next": "tools/upstream_tests.py is left out",
     "testenv:bundle": "tools/gpu_bundle.py is left out",
+    "testenv:shutdown-stress": "this project's 20-engine shutdown loop (SHUTDOWN_STRESS_RUNS)",
 }
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".venv"}
 # What pip's in-tree build of the test device leaves beside its sources (git ignores it).
@@ -560,7 +561,12 @@ def measure(root: Path, top: str) -> tuple[int, int]:
     """``(files, lines)`` under ``root/top``: non-blank lines of every text file but data."""
     base = root / top
     files = [p for p in ([base] if base.is_file() else base.rglob("*")) if p.is_file()]
-    files = [p for p in files if not SKIPPED_PARTS & set(p.relative_to(root).parts)]
+    files = [
+        p
+        for p in files
+        if not SKIPPED_PARTS & set(p.relative_to(root).parts)
+        and not SKIPPED_BUILD.match(p.relative_to(root).as_posix())
+    ]
     lines = sum(
         sum(1 for line in p.read_text().splitlines() if line.strip())
         for p in files

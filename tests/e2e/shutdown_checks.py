@@ -1,0 +1,105 @@
+"""Watching processes stop: core burners, descendants, /dev/shm, vLLM's force-kill lines.
+
+Shared by the shutdown stress test and the serving tests (``tests/e2e`` is on
+``sys.path`` through pytest's prepend import mode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+
+SHM = Path("/dev/shm")
+# vLLM's process manager and executor when a process outlived its grace (v1/utils.py,
+# multiproc_executor.py, utils/system_utils.py), and multiprocessing's resource tracker
+# when a killed process left its semaphores or shared memory behind.
+FORCE_KILL_MARKS = (
+    "force killing",
+    "sending SIGKILL",
+    "workers still running after grace period",
+)
+LEAK_MARKS = ("leaked semaphore", "leaked shared_memory")
+BURN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@contextlib.contextmanager
+def busy_cores(seconds: float, count: int | None = None) -> Iterator[list[int]]:
+    """``count`` (default: every core) processes spinning for at most ``seconds``."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", BURN.format(seconds=seconds)])
+        for _ in range(count or os.cpu_count() or 2)
+    ]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=30)
+
+
+class Descendants:
+    """Every process below ``pid`` seen while it runs, by (pid, start time)."""
+
+    def __init__(self, pid: int) -> None:
+        self.root = psutil.Process(pid)
+        self.seen: dict[int, tuple[float, str]] = {}
+
+    def poll(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            for child in self.root.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    self.seen.setdefault(child.pid, (child.create_time(), child.name()))
+
+    def alive(self) -> list[str]:
+        """The seen processes still running (a zombie has ended)."""
+        left = []
+        for pid, (created, name) in self.seen.items():
+            try:
+                proc = psutil.Process(pid)
+                if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+                    left.append(f"{name} (pid {pid})")
+            except psutil.NoSuchProcess:
+                continue
+        return left
+
+    def wait_gone(self, timeout: float) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while (left := self.alive()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return left
+
+
+def shm_entries() -> set[str]:
+    return {p.name for p in SHM.iterdir()} if SHM.is_dir() else set()
+
+
+def _mapped_anywhere(name: str) -> bool:
+    """True when a live process maps or holds open ``/dev/shm/name`` (not leaked)."""
+    target = str(SHM / name)
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if target in Path(f"/proc/{proc.pid}/maps").read_text():
+                return True
+            if any(f.path == target for f in proc.open_files()):
+                return True
+    return False
+
+
+def leaked_shm(before: set[str]) -> list[str]:
+    """Entries that appeared in /dev/shm since ``before`` and no live process uses."""
+    return sorted(name for name in shm_entries() - before if not _mapped_anywhere(name))
+
+
+def force_kill_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if any(m in line for m in FORCE_KILL_MARKS)]
+
+
+def leak_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if any(m in line for m in LEAK_MARKS)]
