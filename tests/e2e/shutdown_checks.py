@@ -92,9 +92,16 @@ def _mapped_anywhere(name: str) -> bool:
     return False
 
 
-def leaked_shm(before: set[str]) -> list[str]:
-    """Entries that appeared in /dev/shm since ``before`` and no live process uses."""
-    return sorted(name for name in shm_entries() - before if not _mapped_anywhere(name))
+def leaked_shm(before: set[str], grace: float = 5.0) -> list[str]:
+    """Entries that appeared in /dev/shm since ``before`` and that no live process uses,
+    still there after ``grace`` seconds (another process's entry comes and goes: the host
+    may run other engines, whose multiprocessing semaphores live there too)."""
+    deadline = time.monotonic() + grace
+    while True:
+        left = sorted(name for name in shm_entries() - before if not _mapped_anywhere(name))
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
 
 
 def force_kill_lines(log: str) -> list[str]:

@@ -86,6 +86,11 @@ class Run:
         found += [f"{proc} still running" for proc in self.left_alive]
         return found
 
+    def after_sigterm(self) -> str:
+        """The stderr from vLLM's SIGTERM to the EngineCore on: its reaction, the stacks."""
+        start = self.stderr.find(SIGTERM_SENT)
+        return self.stderr[start:][-12000:] if start >= 0 else self.stderr[-4000:]
+
     def summary(self) -> str:
         who = "stock" if self.stock else "template"
         return f"{who}: exit {self.returncode} {self.exit_after_shutdown_s} s: {self.problems()}"
@@ -166,9 +171,11 @@ def _completed(run: Run) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def stress_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Run]]:
-    """Template and stock runs interleaved (the same host load for both), one at a time."""
-    cache = tmp_path_factory.mktemp("stress-cache")
+def stress_runs(engine_runs) -> dict[str, list[Run]]:
+    """Template and stock runs interleaved (the same host load for both), one at a time.
+
+    They share the e2e tier's compile cache: what is measured is the shutdown."""
+    cache = engine_runs.cache_root
     runs: dict[str, list[Run]] = {"template": [], "stock": []}
     for i in range(max(TEMPLATE_RUNS, STOCK_RUNS)):
         if i < TEMPLATE_RUNS:
@@ -188,8 +195,10 @@ def test_template_engines_stop_at_once_and_cleanly_under_load(stress_runs) -> No
     assert not failed, (
         f"{len(failed)}/{TEMPLATE_RUNS} template runs did not stop cleanly: "
         + "\n".join(run.summary() for run in failed)
-        + f"\nstock vLLM CPU beside it: {stock}\n--- last failing stderr ---\n"
-        + failed[-1].stderr[-6000:]
+        + f"\nstock vLLM CPU beside it: {stock}\n"
+        + "".join(
+            f"--- failing run's stderr from SIGTERM on ---\n{run.after_sigterm()}" for run in failed
+        )
     )
 
 
