@@ -80,9 +80,15 @@ def _metric(url: str, name: str) -> float:
     return sum(values)
 
 
-async def _stream(client: httpx.AsyncClient, url: str, prompt: str, stop_after: int | None) -> str:
+async def _stream(
+    client: httpx.AsyncClient,
+    url: str,
+    prompt: str,
+    stop_after: int | None,
+    streaming: asyncio.Queue | None = None,
+) -> str:
     """One streaming completion: 'completed', 'dropped' (we left after ``stop_after``
-    chunks) or the error that ended it."""
+    chunks) or the error that ended it; ``streaming`` is told when its first chunk came."""
     body = {"model": "tiny", "prompt": prompt, **LONG}
     chunks = 0
     try:
@@ -96,6 +102,8 @@ async def _stream(client: httpx.AsyncClient, url: str, prompt: str, stop_after: 
                     if '"error"' in line:
                         return "error event"
                     chunks += 1
+                    if chunks == 1 and streaming is not None:
+                        streaming.put_nowait(prompt)
                     if stop_after is not None and chunks >= stop_after:
                         return "dropped"  # leaving the block closes the connection
         return "closed early"
@@ -121,11 +129,17 @@ def test_tp2_worker_killed_mid_request_fails_requests_and_exits(
 
     async def scenario() -> tuple[list[str], float]:
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
+            streaming: asyncio.Queue = asyncio.Queue()
             jobs = [
-                asyncio.create_task(_stream(c, server.url, PROMPTS[i % len(PROMPTS)], None))
+                asyncio.create_task(
+                    _stream(c, server.url, PROMPTS[i % len(PROMPTS)], None, streaming)
+                )
                 for i in range(IN_FLIGHT)
             ]
-            await asyncio.sleep(2)  # the requests are streaming
+            # Kill once every request is streaming: a fixed wait let all 32 of the tiny
+            # model's 256-token streams complete first on an H100 (2026-11-27).
+            for _ in range(IN_FLIGHT):
+                await asyncio.wait_for(streaming.get(), timeout=120)
             killed = time.monotonic()
             os.kill(workers[-1], signal.SIGKILL)
             return await asyncio.wait_for(asyncio.gather(*jobs), timeout=120), killed
