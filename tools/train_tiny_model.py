@@ -7,7 +7,7 @@ the measured losses), and ``vllm-template tiny-model`` writes the fp32
 checkpoint from it. To reproduce:
 
     python tools/austen_from_debian.py ~/.cache/vllm-platform-template/austen
-    nice -n 10 python tools/train_tiny_model.py [--device cuda]
+    nice -n 10 python tools/train_tiny_model.py [--device DEVICE]
 
 Deterministic as far as torch allows: one seed for the model's initialisation
 and for the batch order, ``torch.use_deterministic_algorithms``, a fixed thread
@@ -183,8 +183,9 @@ def main() -> int:
 
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
-    # On CUDA also set CUBLAS_WORKSPACE_CONFIG=:4096:8; an op without a deterministic
-    # kernel there warns (in the log) instead of stopping the run.
+    # On an accelerator also set its deterministic-workspace variable (cuBLAS:
+    # CUBLAS_WORKSPACE_CONFIG=:4096:8); an op without a deterministic kernel there
+    # warns (in the log) instead of stopping the run.
     torch.use_deterministic_algorithms(True, warn_only=device.type != "cpu")
     preset = dataclasses.replace(
         PRESETS["tiny"], **{k: settings[k] for k in SHAPE_KEYS if k in settings}

@@ -4,7 +4,7 @@ Every backend lives in one folder, ``devices/<name>/``, whose ``device.py``
 exports ``DEVICE``, a :class:`TemplateDevice`: its kernel table, attention kernels,
 graph backend, IR provider name, graph and priority defaults, and its vLLM
 platform class. The compiler, graph wrapper, attention backend, IR and CustomOp
-glue and the fused model never branch on the device: they ask
+glue and the hand-written model never branch on the device: they ask
 :func:`device_for` (by torch device type, e.g. ``x.device.type``) or
 :func:`platform_device` (the device of vLLM's current platform).
 
@@ -37,7 +37,7 @@ class KernelTable:
 
     The three roads: vLLM IR providers (``ir_impls``, vLLM 0.32/0.33), the
     layers' ``CustomOp.forward_oot`` (``custom_ops``, the road after vLLM
-    removes IR) and the fused model's direct calls (``models``). The norm and
+    removes IR) and the hand-written model's direct calls (``models``). The norm and
     GELU kernels come with ``*_supports(...)``, the argument check that decides
     whether the kernel takes a call (else the caller uses vLLM's native code);
     it never looks at the batch size, so dispatch does not change with load.
@@ -168,7 +168,7 @@ class TemplateDevice:
     """The vLLM IR provider name its kernel table registers as."""
     status: Callable[[], tuple[bool, str]]
     """``(usable, reason)``: whether its kernels run on this machine (a library
-    loaded, a GPU present), checked without importing them."""
+    loaded, the device present), checked without importing them."""
     kernels: Callable[[], KernelTable]
     """Loads the kernel table (imports the kernels on first use)."""
     load_libraries: Callable[[], None]

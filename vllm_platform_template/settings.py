@@ -117,16 +117,16 @@ class TemplateOptions:
     reference backends). ``fusion_only``: fusion passes and IR lowering only,
     the pieces run as FX graphs with no code generation."""
     model_impl: str = "vllm"
-    """``vllm``: vLLM's own model classes. ``fused``: the plugin's device-specific
-    model code with hand-fused ops (the manual-fusion road)."""
+    """``vllm``: vLLM's own model classes; the other values of ``MODEL_IMPLS`` name the
+    plugin's device-specific model code with hand-written kernels (the manual-fusion road)."""
     graph_debug: bool = False
     """Check input addresses at every graph replay (slow; for porting work)."""
     attention: str = "auto"
-    """Kernels of the TEMPLATE_ATTN backend. ``auto``: the device's kernels (vLLM's
-    CPU attention kernels on the CPU when loaded, Triton on CUDA). ``reference``:
+    """Kernels of the TEMPLATE_ATTN backend. ``auto``: the device folder's kernels (e.g.
+    vLLM's CPU attention kernels on the CPU when loaded). ``reference``:
     the plain-torch reference (slow; the spec the kernels are tested against)."""
     kernel_road: str = "ir"
-    """How vLLM's layers reach the device kernels. ``ir``: RMSNorm and the fused
+    """How vLLM's layers reach the device kernels. ``ir``: RMSNorm and the residual
     add-norm dispatch through vLLM IR providers (vLLM 0.32/0.33). ``custom_op``:
     the layers' ``CustomOp.forward_oot`` calls the device kernels directly and
     vLLM IR keeps only ``native`` (the road after vLLM removes IR, in 0.34)."""

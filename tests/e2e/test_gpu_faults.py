@@ -137,7 +137,7 @@ def test_tp2_worker_killed_mid_request_fails_requests_and_exits(
                 for i in range(IN_FLIGHT)
             ]
             # Kill once every request is streaming: a fixed wait let all 32 of the tiny
-            # model's 256-token streams complete first on an H100 (2026-11-27).
+            # model's 256-token streams complete first on a GPU (2026-11-27).
             for _ in range(IN_FLIGHT):
                 await asyncio.wait_for(streaming.get(), timeout=120)
             killed = time.monotonic()

@@ -1,7 +1,7 @@
 """First light of the device folder on its device: eager engines, tokens equal transformers'.
 
 The device is the one ``identity.py`` names, present here (torch sees one):
-CUDA for this project's folder (the GPU tier); the PrivateUse1 test device
+the device this project's folder was written for (its device tier); the PrivateUse1 test device
 ``npu`` (``tests/test_device``, registered where ``NPU_TEST_DEVICE=1``) for a
 plugin generated with ``new acme --device npu``, whose CI runs this file there.
 One engine in the probe's process (``device_probe.py``: vLLM's engine core and

@@ -1,7 +1,7 @@
 """The GPU folder's identity table, its two tiers and what activation makes of them, on any machine.
 
 ``devices/gpu/identity.py`` is the one place the folder names its device: no
-other file of the folder spells a value of the table (or CUDA's). The folder's
+other file of the folder spells a value of the table (or of its first device's). The folder's
 hooks are in two tiers, named once (``availability.HOOKS``): first light, then
 speed; the folder's ``__init__`` table and docs/porting-guide.md follow them.
 Activation (``availability.problem``) refuses a device whose first-light hook

@@ -6,7 +6,7 @@ tree, whose identity is the identity table's, with its own worker (no memory
 pool of vLLM's sleep mode), communicator and block-size default; and its first
 light: a table without the speed tier's APIs runs eagerly on vLLM's V1 model
 runner with the runner's slot mapping in torch, refusing what it cannot run,
-and a device module without CUDA's properties gets vLLM's answers.
+and a device module without a capability version or compute-unit count gets vLLM's answers.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def test_first_light_gives_vllms_model_runner_its_slot_mapping_in_torch(monkeypa
     assert registered == [OVERRIDES]
     monkeypatch.setattr(folder, "IDENTITY", dataclasses.replace(IDENTITY, kernel_compiler="triton"))
     folder.TemplateGpuPlatform.register_triton_kernel_overrides()
-    assert registered == [OVERRIDES]  # a device with Triton runs vLLM's own kernel
+    assert registered == [OVERRIDES]  # a device with a kernel compiler runs vLLM's own
 
 
 def test_a_device_module_without_cudas_properties_gets_vllms_answers(monkeypatch) -> None:
@@ -170,7 +170,7 @@ def test_dtypes_come_from_the_devices_runtime(monkeypatch) -> None:
 
 
 def test_a_guard_that_cannot_say_leaves_bf16_to_the_device_module(monkeypatch) -> None:
-    """CUDA's device guard on torch 2.11 raises for the capability query: no refusal from
+    """torch 2.11's in-tree device guards raise for the capability query: no refusal from
     it; the device module's ``is_bf16_supported`` decides where it has one."""
 
     def cannot_say(*args: object) -> dict:

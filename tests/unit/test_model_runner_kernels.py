@@ -1,6 +1,6 @@
-"""The model runner's per-step Triton kernel in torch (``kernels/model_runner.py``).
+"""The model runner's per-step compiled kernel in torch (``kernels/model_runner.py``).
 
-``compute_slot_mapping`` must give the slots vLLM's Triton kernel gives: each
+``compute_slot_mapping`` must give the slots vLLM's own kernel gives: each
 token of a request at position ``p`` lands in
 ``block_table[r, p // block_size] * block_size + p % block_size``, the rest of
 the batch's buffer is padding, nothing past it is written. The reference here

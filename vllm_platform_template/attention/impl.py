@@ -9,8 +9,8 @@ builds one ``TemplateAttentionImpl``. Because the backend declares
 attention runs eagerly between compiled pieces.
 
 Each layer runs the kernels ``paths`` resolves for its cache: the device's
-attention kernels (``TemplateDevice.attention``: vLLM's CPU kernels, Triton on
-the GPU; loaded on first use, so CPU installs never import Triton) or the
+attention kernels (``TemplateDevice.attention``: the device folder's, loaded on
+first use, so an install never imports another device's kernel compiler) or the
 plain-torch reference. What is fixed for a cache is decided once, the first
 time the layer sees it: the cache is checked against the attention contract
 (``kernels/paged_attention/contract.py``), its kernels resolved, its key and

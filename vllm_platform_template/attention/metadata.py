@@ -11,7 +11,7 @@ The builder hands the kernels vLLM's own batch tensors from
 captured graph reads again at every replay; nothing is copied) and asks the
 kernels' planner (``AttentionKernels.planner``, one per KV-cache group, made
 here) for the step's plan, once per step instead of once per layer: a launch
-plan cached per batch shape for the Triton kernels, the work split of vLLM's
+plan cached per batch shape for compiled kernels, the work split of vLLM's
 CPU kernels. It holds layer-independent state only and never touches the layers.
 
 Graph support (``get_cudagraph_support``) is the kernels': kernels that read

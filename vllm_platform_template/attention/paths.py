@@ -9,7 +9,7 @@ device's cache layout need not be the reference's, and mixing them reads garbage
 The plugin option ``additional_config["template"]["attention"]`` picks:
 
 - ``"auto"`` (default): the device's attention kernels (``TemplateDevice.attention``:
-  vLLM's CPU kernels on the CPU, Triton on the GPU) when they can serve the
+  each device folder's, e.g. vLLM's CPU kernels on the CPU) when they can serve the
   layer in this process, else the plain-torch reference, with a warning;
 - ``"reference"``: the plain-torch reference everywhere (slow; for bring-up and
   for checking a new kernel against the spec).

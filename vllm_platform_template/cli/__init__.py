@@ -1,1 +1,1 @@
-"""The ``vllm-template`` command line: demo, tiny-model, doctor, bench-ops, serve, new."""
+"""The ``vllm-template`` command line: its subcommands are ``main.COMMANDS``."""

@@ -619,6 +619,8 @@ def check_names(name: str, device: str) -> None:
 
 def _port_edits(device: str) -> tuple[Edit, ...]:
     return (
+        # the CUDA wheel's extra belongs to the CUDA folder, which a first-light plugin lacks
+        Edit("pyproject.toml", 'cuda = ["vllm==0.32.0", "triton"]\n', ""),
         Edit(
             "pyproject.toml",
             'description = "Out-of-tree platform plugin for vLLM 0.32: one device folder '

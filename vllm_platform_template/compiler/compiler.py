@@ -15,7 +15,7 @@ the warm start crashes with ``'NoneType' object is not callable``).
   runs the pass manager (fusion passes + IR lowering) and returns the graph as
   an eager runnable - no code generation.
 - ``graph``: vLLM's Inductor adaptor with the same pass manager installed as
-  Inductor's post-grad pass, so Inductor generates code for the fused graph.
+  Inductor's post-grad pass, so Inductor generates code for the rewritten graph.
   A vendor replaces this with its own graph compiler.
 
 A failure in a stage leaves that piece running eagerly (one warning naming the

@@ -20,7 +20,7 @@ from vllm_platform_template.settings import DEVICE_PACKAGES
 
 @torch.library.custom_op("template::silu_and_mul", mutates_args=())
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    """Fused SiLU-and-multiply of the gate/up halves of ``x`` (last dimension)."""
+    """SiLU-and-multiply, in one op, of the gate/up halves of ``x`` (last dimension)."""
     return reference.silu_and_mul(x)
 
 

@@ -17,7 +17,7 @@ passes keep their contracts):
 4. ``PostCleanupPass``, ``VllmIRLoweringPass`` (IR ops -> providers by
    priority, decided per piece and compile range), ``UnsafeCloneEliminationPass``,
    ``PostCleanupPass`` (vLLM's), then ``DefunctionalizePass`` (ours: vLLM's
-   ``FixFunctionalizationPass`` only knows CUDA ops and fails on CPU builds).
+   ``FixFunctionalizationPass`` only knows vLLM's compiled ``_C`` ops and fails on CPU builds).
 
 vLLM runs its IR lowering only inside Inductor's post-grad hook; running it
 here is what lets the fusion-only stage lower IR ops without Inductor.

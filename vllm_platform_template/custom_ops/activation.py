@@ -1,4 +1,4 @@
-"""``SiluAndMul`` on the template platform: ``forward_oot`` calls the device's fused kernel."""
+"""``SiluAndMul`` on the template platform: ``forward_oot`` calls the device's kernel."""
 
 from __future__ import annotations
 

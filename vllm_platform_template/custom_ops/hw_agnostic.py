@@ -10,9 +10,9 @@ and gated activations from those layers when ``VLLM_USE_HW_AGNOSTIC=1``;
 layer's class name, and, when the op is enabled (``custom_ops`` holds ``all``,
 the template's default without compilation) and the platform is out of tree,
 calls its ``forward_oot``: here, the device's kernel table - the same kernels the
-IR providers, the classic CustomOps and the fused model call.
+IR providers, the classic CustomOps and the hand-written model call.
 
-Replaced: ``RMSNorm`` (with and without the fused residual add), ``SiluAndMul``
+Replaced: ``RMSNorm`` (with and without the residual add in the same kernel), ``SiluAndMul``
 (``get_act_and_mul_fn("silu"/"swish")``), and the Transformers backend's
 ``TPAwareRMSNorm`` (its norm fuser's subclass of the hardware-agnostic
 ``RMSNorm``, registered by its own name once vLLM imports it, so the plugin never
@@ -22,7 +22,7 @@ hardware-agnostic layer in vLLM 0.32/0.33 (vLLM falls back to its classic one).
 :func:`register_hw_agnostic_ops` runs from the general-plugin entry point with the
 classic registrations; a vLLM without the registry registers nothing.
 Proven by the e2e tier's hardware-agnostic road tests (on the CPU backend:
-tokens equal stock vLLM's and transformers'; on the GPU: ``test_hw_agnostic_road_matches``).
+tokens equal stock vLLM's and transformers'; on the device: ``test_hw_agnostic_road_matches``).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def register_hw_agnostic_ops() -> None:
 
         @RMSNorm.register_oot
         class TemplateHwAgnosticRMSNorm(_DeviceKernels, RMSNorm):
-            """Hardware-agnostic RMSNorm (and its fused residual add) on the device kernels."""
+            """Hardware-agnostic RMSNorm (and its residual-add form) on the device kernels."""
 
             def forward_oot(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> Any:
                 return rms_norm_oot(self, x, residual)
@@ -95,7 +95,7 @@ def register_hw_agnostic_ops() -> None:
 
         @SiluAndMul.register_oot
         class TemplateHwAgnosticSiluAndMul(_DeviceKernels, SiluAndMul):
-            """Hardware-agnostic SwiGLU on the device's fused kernel."""
+            """Hardware-agnostic SwiGLU on the device's SiLU-and-multiply kernel."""
 
             def forward_oot(self, x: torch.Tensor) -> torch.Tensor:
                 table = self.kernels

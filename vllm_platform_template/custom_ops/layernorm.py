@@ -28,7 +28,7 @@ from vllm_platform_template.settings import parse_options
 
 @RMSNorm.register_oot
 class TemplateRMSNorm(RMSNorm):
-    """RMSNorm and the fused residual-add RMSNorm through the device kernels."""
+    """RMSNorm and the residual-add RMSNorm through the device kernels."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ Each ``devices/<name>/`` folder's ``device.py`` exports ``DEVICE`` (a
 :class:`~vllm_platform_template.device.TemplateDevice`) and holds, side by side:
 
 - the kernels (no vLLM import) and the kernel table the IR providers, the
-  CustomOps and the fused model call;
+  CustomOps and the hand-written model call;
 - the attention kernels of ``TEMPLATE_ATTN`` and the static-graph backend;
 - ``platform.py`` (the vLLM ``Platform``), ``worker.py`` and, where the device
   has its own collectives, ``communicator.py``;

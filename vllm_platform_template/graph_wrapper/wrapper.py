@@ -10,8 +10,8 @@ Per call it reads the forward context: when the runtime mode is not this
 wrapper's, it runs the piece as is (profile and warm-up runs, batches above
 the largest capture size); otherwise it captures one graph per
 ``BatchDescriptor`` the first time and replays it afterwards, through the
-device's graph backend (``devices/<name>/graphs.py``: CUDA graphs, or the
-CPU emulation).
+device's graph backend (``devices/<name>/graphs.py``: the device's graph API, or
+the CPU reference backend's emulation).
 
 - Garbage collection is off during capture (``gc_disable``), as in vLLM.
 - Outputs are kept as weak references where the backend's graph pool owns

@@ -14,7 +14,7 @@ all (``TemplateDevice.status``; the reason is kept in :data:`PROVIDER_STATUS` fo
 weight - never the batch size, so dispatch does not change with load.
 
 This is the one module deleted when vLLM removes IR (0.34): the same kernels
-then serve only the ``CustomOp`` road (``custom_ops``) and the fused model.
+then serve only the ``CustomOp`` road (``custom_ops``) and the hand-written model.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The Triton kernel vLLM's V1 model runner launches on every step, in plain torch.
+"""The compiled kernel vLLM's V1 model runner launches on every step, in plain torch.
 
 vLLM 0.32's model runner computes each step's KV-cache slots on the device with
-a Triton kernel (``vllm.v1.worker.block_table.ComputeSlotMappingKernel``); a
-device without Triton needs it in torch. vLLM's hook for that is
+a kernel of its own kernel language (``vllm.v1.worker.block_table.ComputeSlotMappingKernel``);
+a device without that compiler needs it in torch. vLLM's hook for that is
 ``Platform.register_triton_kernel_overrides`` (``vllm.triton_utils.dispatcher``),
 which the device folder's platform answers with :data:`OVERRIDES` when its
 identity names no kernel compiler (docs/porting-guide.md, "4. Worker and model
@@ -10,8 +10,8 @@ runner"). The slot contract is the paged cache's (``paged_attention``): token
 ``i`` of request ``r`` at position ``p`` lands in slot
 ``block_table[r, p // block_size] * block_size + p % block_size``; slots past
 the batch's tokens are padding (``PAD_ID``). No vLLM import here. Proven by
-``tests/unit/test_model_runner_kernels.py`` (against the loop of vLLM's Triton
-kernel, and launched through vLLM's own launcher) and by the first-light engine
+``tests/unit/test_model_runner_kernels.py`` (against the loop of vLLM's kernel,
+and launched through vLLM's own launcher) and by the first-light engine
 test (``tests/e2e/test_gpu_first_light.py``).
 """
 
@@ -28,7 +28,7 @@ def compute_slot_mapping(
     block_table: torch.Tensor,
     block_table_stride: int,
     slot_mapping: torch.Tensor,
-    KV_CACHE_BLOCK_SIZE: int,  # the Triton kernel's parameter names, which vLLM binds
+    KV_CACHE_BLOCK_SIZE: int,  # vLLM's kernel's parameter names, which vLLM binds
     TOTAL_CP_WORLD_SIZE: int = 1,
     TOTAL_CP_RANK: int = 0,
     CP_KV_CACHE_INTERLEAVE_SIZE: int = 1,

@@ -2,7 +2,7 @@
 
 Each function is the readable definition the device kernels are tested
 against. ``native_*`` repeat vLLM IR's native implementations
-(``vllm/ir/ops``) verbatim so that the kernel tests and GPU benchmarks run
+(``vllm/ir/ops``) verbatim so that the kernel tests and device benchmarks run
 without vLLM; the conformance kit checks the providers against ``vllm.ir``
 itself, which keeps these copies honest.
 """

@@ -3,7 +3,7 @@
 vLLM hooks: ``Platform.apply_config_platform_defaults`` (before vLLM derives
 defaults from the compilation mode) and ``Platform.check_and_update_config``
 (after). Each decision is a function of plain values so it can be unit-tested
-on CPU without building a ``VllmConfig`` - the CUDA platform's decisions too.
+on CPU without building a ``VllmConfig`` - every device folder's decisions too.
 The platform classes only read the config, call these, and write the result.
 """
 
@@ -24,7 +24,7 @@ STOCK_BACKENDS = ("inductor", "eager")
 
 # pass_config flags of vLLM's own fusion passes. The template platform runs its
 # own pass manager, which implements none of them: vLLM imports those passes
-# only on CUDA/ROCm/XPU, and on an out-of-tree platform an enabled flag makes
+# only on its own in-tree platforms, and on an out-of-tree platform an enabled flag makes
 # vLLM's PostGradPassManager fail with ``NameError: RMSNormQuantFusionPass``.
 VLLM_FUSION_FLAGS = (
     "fuse_norm_quant",
@@ -135,7 +135,7 @@ CUSTOM_OP_ROAD_OP_NAMES = ("RMSNorm",)
 
 # Default vLLM IR provider priorities, per device and compilation regime. Each
 # device's choices (TemplateDevice.native_under_inductor) are backed by
-# `vllm-template bench-ops --for-regime graph` measurements on that device.
+# measurements of the providers under each regime on that device.
 def default_ir_op_priority(
     provider: str,
     provider_ops: Iterable[str],

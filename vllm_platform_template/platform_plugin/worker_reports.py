@@ -2,7 +2,7 @@
 
 Kept apart from the workers themselves: the CPU worker module imports vLLM's
 CPU worker, which replaces ``torch.cuda`` stream and event classes for the
-whole process, so a GPU worker must never import it.
+whole process, so another device's worker must never import it.
 
 The mixin also times the worker's part of engine start-up (vLLM hooks: the
 worker methods vLLM's executor calls, ``load_model`` through

@@ -4,8 +4,9 @@ AOTAutograd wraps every op that mutates its arguments (vLLM's CPU kernels take
 their output buffer as an argument, e.g. ``torch.ops._C.onednn_mm(out, ...)``
 for the packed GEMM) in ``auto_functionalized``, which copies the mutated
 buffers. vLLM's ``FixFunctionalizationPass`` removes those copies from a fixed
-table of CUDA ops - and on a CPU build it fails with ``AttributeError`` as soon
-as it meets an op outside the table, because it looks up CUDA-only ops such as
+table of vLLM's compiled ops - and on a CPU build it fails with ``AttributeError``
+as soon as it meets an op outside the table, because it looks up ops the CPU build
+lacks, such as
 ``torch.ops._C.fused_add_rms_norm_static_fp8_quant``.
 
 This pass is schema-driven instead: a node is rewritten to call the op in

@@ -12,7 +12,7 @@ tensor along its last dimension, in that order. ``silu(a) * b`` of unrelated
 tensors, swapped halves or other activations are left alone.
 
 It runs in the fusion-only stage, whose graphs keep ``aten.silu`` whole. The
-graph stage leaves the pattern to Inductor, which generates one fused loop for
+graph stage leaves the pattern to Inductor, which generates one loop for
 it (``SiluAndMulFusionPass.stages``).
 """
 
@@ -90,9 +90,9 @@ class SiluAndMulFusionPass(VllmInductorPass):
             if source is None:
                 continue
             with graph.inserting_before(node):
-                fused = graph.call_function(torch.ops.template.silu_and_mul.default, (source,))
-            fused.meta["val"] = node.meta.get("val")
-            node.replace_all_uses_with(fused)
+                one_op = graph.call_function(torch.ops.template.silu_and_mul.default, (source,))
+            one_op.meta["val"] = node.meta.get("val")
+            node.replace_all_uses_with(one_op)
             graph.erase_node(node)
             self.matched_count += 1
         graph.eliminate_dead_code()

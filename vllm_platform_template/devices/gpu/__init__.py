@@ -26,11 +26,11 @@ speed        10. Kernels: IR providers and custom ops  ``kernels/``
 speed        11. Attention kernels                     ``attention_kernels.py``
 speed        12. Compiler backend and passes           ``platform.py``
 speed        13. Graph capture                         ``graphs.py``
-speed        14. The fused model                       ``device.py``
+speed        14. The hand-written model                ``device.py``
 speed        15. Ray                                   ``platform.py``
 ===========  ========================================  ========================
 
 ``device.py`` is the device object the layers below the platform read (no vLLM
-import, no Triton import). Every file's docstring names the vLLM hook it serves
+import, no kernel compiler import). Every file's docstring names the vLLM hook it serves
 and the test that proves it (``tests/unit/test_device_identity.py`` checks).
 """

@@ -12,7 +12,7 @@ every vLLM process, so nothing here imports vLLM or this folder's kernels.
   the reference (plain torch) kernels and attention, eager mode;
 - *speed* (:data:`SPEED`): the device's own kernels and IR providers, custom
   ops, attention kernels, compiler passes, graph capture, Model Runner V2, the
-  fused model, Ray.
+  hand-written model, Ray.
 
 Two checks, both read from ``identity.py``:
 
@@ -20,7 +20,7 @@ Two checks, both read from ``identity.py``:
 - each hook built on a runtime API (an identity field): a first-light hook's
   API must be named and present (the ``torch.distributed`` backend built); a
   speed hook's API, when named, must be present on a machine with the device
-  (Triton installed, the graph class in ``torch.<module>``). A speed hook whose
+  (the kernel compiler installed, the graph class in ``torch.<module>``). A speed hook whose
   API the table leaves out (``None``) is no refusal: the platform runs that
   part in first light (:attr:`Hook.without`, :func:`first_light_parts`).
 
@@ -178,7 +178,12 @@ HOOKS = (
         _graph_api_missing,
         "no graphs (eager mode)",
     ),
-    Hook("the hand-fused model (model_impl fused)", "device.py", SPEED, "14. The fused model"),
+    Hook(
+        "the hand-written model (the model_impl option)",
+        "device.py",
+        SPEED,
+        "14. The hand-written model",
+    ),
     Hook("Ray executor (ray_device_key)", "platform.py", SPEED, "15. Ray"),
 )
 

@@ -24,7 +24,7 @@ Which hook serves what (docs/porting-guide.md; tiers in ``availability.HOOKS``):
   ``num_compute_units``, ``check_if_supports_dtype`` (the dtypes the device's
   runtime declares), ``is_pin_memory_available``; where an older torch's
   ``torch.accelerator`` lacks a memory call, the device module answers it;
-  a property the device module does not report (CUDA's compute capability,
+  a property the device module does not report (a compute-capability version,
   UUID, multiprocessor count) is answered as vLLM's ``Platform`` does without
   one; anything else vLLM asks (``synchronize``, ``mem_get_info``,
   ``graph_pool_handle``, streams) is forwarded by ``Platform.__getattr__`` to
@@ -32,7 +32,7 @@ Which hook serves what (docs/porting-guide.md; tiers in ``availability.HOOKS``):
 - eager mode and the model runner (first light): with no kernel compiler in the
   table, :meth:`apply_config_platform_defaults` runs the engine eagerly on
   vLLM's V1 model runner, synchronously, and :meth:`register_triton_kernel_overrides`
-  gives that runner its one per-step Triton kernel in torch (``kernels/model_runner.py``);
+  gives that runner its one per-step compiled kernel in torch (``kernels/model_runner.py``);
   with no graph API, no graphs;
 - kernels: ``import_kernels`` loads the folder's kernels instead of ``vllm._C``;
   the IR providers, custom ops, compiler, pass manager, graph wrapper and
@@ -74,8 +74,8 @@ logger = get_logger(__name__)
 STOCK_GPU_WORKER = "vllm.v1.worker.gpu_worker.Worker"
 TEMPLATE_WORKER = "vllm_platform_template.devices.gpu.worker.TemplateGpuWorker"
 COMMUNICATOR = "vllm_platform_template.devices.gpu.communicator.TemplateGpuCommunicator"
-# The paged KV cache's block size when the user sets none (the Triton paged-attention
-# kernel's tile; vLLM's CUDA default too).
+# The paged KV cache's block size when the user sets none (the paged-attention kernels'
+# tile in this folder; vLLM's own default on its platforms too).
 DEFAULT_BLOCK_SIZE = 16
 # vLLM's choice of model runner (its documented switch)
 V2_MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
@@ -112,7 +112,8 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def get_device_capability(cls, device_id: int = 0) -> DeviceCapability | None:
-        """CUDA's compute capability, or None (vLLM's answer) for a device without one."""
+        """The device module's ``(major, minor)`` capability, or None (vLLM's answer) for a
+        device that reports none."""
         query = getattr(torch_module(), "get_device_capability", None)
         capability = query(device_id) if query is not None else None
         if not (isinstance(capability, tuple) and len(capability) == 2):
@@ -190,7 +191,8 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def register_triton_kernel_overrides(cls) -> None:
-        """vLLM's model runner launches a Triton kernel every step: in torch without one."""
+        """vLLM's model runner launches a compiled kernel every step: in torch without a
+        kernel compiler."""
         if IDENTITY.kernel_compiler is None:
             from vllm.triton_utils.dispatcher import register_kernels
 
@@ -231,8 +233,8 @@ def accelerator_supported_dtypes() -> set[torch.dtype] | None:
     """The dtypes the current device's runtime supports (None: this torch cannot say).
 
     ``torch.accelerator.get_device_capability`` asks the device guard; a torch whose
-    API has no such call, or whose device guard does not answer it (CUDA's on torch
-    2.11: "Backend doesn't support getting device capabilities"), cannot say.
+    API has no such call, or whose device guard does not answer it (torch 2.11's
+    in-tree guards: "Backend doesn't support getting device capabilities"), cannot say.
     """
     query = getattr(torch.accelerator, "get_device_capability", None)
     if query is None:
@@ -252,7 +254,7 @@ def first_light_defaults(
 
     Without a kernel compiler the engine runs as with ``enforce_eager`` (compilation,
     graphs and vLLM's JIT kernel warm-up all generate or launch code with it) on
-    vLLM's V1 model runner (V2 launches vLLM's Triton kernels on the device),
+    vLLM's V1 model runner (V2 launches vLLM's own compiled kernels on the device),
     scheduling synchronously;
     without a graph API, without graphs. What the user asked for explicitly and
     cannot run is refused with what runs instead.

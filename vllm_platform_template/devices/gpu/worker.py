@@ -1,12 +1,12 @@
-"""The device's worker: vLLM's GPU worker with the platform's answers.
+"""The device's worker: vLLM's accelerator worker (``gpu_worker``) with the platform's answers.
 
 vLLM hooks served: ``parallel_config.worker_cls`` (set in
 ``check_and_update_config``), and through it the device, the memory pool,
 sleep mode, the model runner and its sampler (docs/porting-guide.md, "4. Worker
 and model runner" (first light) and "8. Model Runner V2" (speed)).
 
-- Device: vLLM's ``gpu_worker.Worker.init_device`` serves CUDA only (any other
-  device type: "Unsupported device type"). :meth:`TemplateGpuWorker.init_device`
+- Device: vLLM's ``gpu_worker.Worker.init_device`` serves vLLM's own device types
+  only (any other: "Unsupported device type"). :meth:`TemplateGpuWorker.init_device`
   takes the same steps for the identity's device: bind the rank's device
   through the platform, check the dtype, start the distributed environment
   with the identity's ``dist_backend``, seed, take the memory snapshot the KV
@@ -14,17 +14,17 @@ and model runner" (first light) and "8. Model Runner V2" (speed)).
 - Memory pool and sleep mode: vLLM's worker runs the model runner, memory
   profiling and graph capture on any torch device; it only asks an out-of-tree
   platform for one thing it cannot give: a memory pool for weights and KV
-  cache. vLLM returns a plain allocation context for CUDA/ROCm/XPU/CPU and
-  otherwise reaches for its sleep-mode allocator (``CuMemAllocator``, compiled,
-  CUDA-only). This platform has no sleep mode (``is_sleep_mode_available()`` is
+  cache. vLLM returns a plain allocation context for its in-tree platforms and
+  otherwise reaches for its sleep-mode allocator (``CuMemAllocator``, compiled
+  for one vendor's runtime). This platform has no sleep mode (``is_sleep_mode_available()`` is
   False, so vLLM's config refuses ``enable_sleep_mode``): tensors come from
   torch's caching allocator.
 - Model runner and sampler: the worker builds vLLM's own choice
   (``VllmConfig.use_v2_model_runner``). With a kernel compiler in the identity
   that is Model Runner V2 (speed), which prepares its inputs and samples with
-  vLLM's Triton kernels on the device and keeps its batch in pinned buffers read
+  vLLM's own compiled kernels on the device and keeps its batch in pinned buffers read
   through device views (``views.py``). Without one the platform picks V1 (first
-  light): vLLM's torch sampler, and its one per-step Triton kernel in torch.
+  light): vLLM's torch sampler, and its one per-step compiled kernel in torch.
 
 - FULL graphs: after vLLM's warm-up and capture (``compile_or_warm_up_model``)
   the worker counts the FULL graphs Model Runner V2 captured and replays
@@ -84,9 +84,9 @@ class TemplateGpuWorker(TemplateWorkerReports, Worker):
         """First light (no kernel compiler): the V1 sampler's warm-up and the seed reset.
 
         vLLM's warm-up otherwise compiles and captures (nothing to do eagerly) and
-        warms the Triton and CUDA kernels of particular models (Qwen-VL, MiniMax,
+        warms the compiled kernels of particular models (Qwen-VL, MiniMax,
         DeepGEMM, FlashInfer, ...), importing them: nothing to warm on a device
-        without Triton. With a kernel compiler, vLLM's own warm-up runs.
+        without a kernel compiler. With one, vLLM's own warm-up runs.
         """
         if IDENTITY.kernel_compiler is not None:
             times = super().compile_or_warm_up_model()

@@ -21,8 +21,8 @@ the number of key rows; rows past it are padding and are not written.
   loaded on first use): the CPU reference backend's run vLLM's CPU attention
   kernels (``torch.ops._C``), which pick an instruction-set-specific interior
   layout (keys transposed or AMX-packed inside a block), so a cache written by
-  them must only be read by them; the CUDA folder's run its Triton kernels
-  (plain layout); a first-light folder's run the reference.
+  them must only be read by them; a device folder with its own kernels runs
+  them on the plain layout; a first-light folder's run the reference.
 
 Never mix paths on one cache: ``attention/paths.py`` chooses one path per engine.
 """

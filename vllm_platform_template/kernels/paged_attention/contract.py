@@ -1,7 +1,7 @@
 """The paged-attention contract every kernel path keeps, and its checks (no vLLM import).
 
-One rule for all paths (the plain-torch reference, vLLM's CPU kernels, the
-Triton kernels):
+One rule for all paths (the plain-torch reference, vLLM's CPU kernels, each
+device folder's kernels):
 
 - ``query``/``output``: ``[T, Hq, D]``, the same shape (callers slice both to
   the tokens to attend for), float32, bfloat16 or float16;
