@@ -24,7 +24,6 @@ from vllm_platform_template.embedded_model import ensure_model
 from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
 
 RUN_TIMEOUT_S = 900
-FAULT_RUNNER = Path(__file__).with_name("fault_runner.py")
 
 
 class EngineRunError(AssertionError):
@@ -51,11 +50,12 @@ class EngineRuns:
             self._results[key] = self._run(list(args), env or {}, cache_root or self.cache_root)
         return self._results[key]
 
-    def run_with_fault(self, fault: str, *args: str, cache_root: Path | None = None) -> dict:
-        """One in-process engine run with ``fault`` injected (see fault_runner.py)."""
-        key = ("fault", fault, args, str(cache_root))
+    def run_script(self, script: Path, *args: str, cache_root: Path | None = None) -> dict:
+        """One run of ``python script args`` that prints a demo-like report as its last line;
+        its exit status is the caller's to judge (e.g. a fault injected on purpose)."""
+        key = ("script", str(script), args, str(cache_root))
         if key not in self._results:
-            cmd = [sys.executable, str(FAULT_RUNNER), fault, *args]
+            cmd = [sys.executable, str(script), *args]
             self._results[key] = self._run(cmd, {}, cache_root or self.cache_root, check=False)
         return self._results[key]
 
@@ -97,44 +97,3 @@ def tiny_model_dir() -> Path:
 def hf_greedy(tiny_model_dir: Path):
     """Greedy continuation of token-id prompts by Hugging Face transformers (fp32, CPU)."""
     return hf_greedy_on(tiny_model_dir, "cpu")
-
-
-@pytest.fixture(scope="session")
-def small_model_dir() -> Path:
-    return ensure_model("small")
-
-
-@pytest.fixture(scope="session")
-def hf_greedy_logprobs(small_model_dir: Path):
-    """Greedy continuation with the top-k logprobs of each step, transformers in bf16."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(small_model_dir, dtype=torch.bfloat16)
-    model.eval()
-
-    def generate(
-        prompt_token_ids: list[list[int]], max_tokens: int, k: int
-    ) -> list[tuple[list[int], list[dict[int, float]]]]:
-        results = []
-        for ids in prompt_token_ids:
-            with torch.no_grad():
-                out = model.generate(
-                    torch.tensor([ids]),
-                    max_new_tokens=max_tokens,
-                    min_new_tokens=max_tokens,
-                    do_sample=False,
-                    pad_token_id=model.config.eos_token_id,
-                    output_logits=True,
-                    return_dict_in_generate=True,
-                )
-            tokens = out.sequences[0, len(ids) :].tolist()
-            steps = []
-            for logits in out.logits:
-                logprobs = torch.log_softmax(logits[0].float(), dim=-1)
-                top = torch.topk(logprobs, k)
-                steps.append(dict(zip(top.indices.tolist(), top.values.tolist(), strict=True)))
-            results.append((tokens, steps))
-        return results
-
-    return generate

@@ -16,6 +16,8 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
+from typing import Any
 from unittest import mock
 
 
@@ -63,6 +65,14 @@ FAULTS = {
     "provider": _provider_fault,
     "none": None,
 }
+
+
+def run_with_fault(
+    engine_runs: Any, fault: str, *args: str, cache_root: Path | None = None
+) -> dict:
+    """One in-process engine run with ``fault`` injected: this script, through the session's
+    ``engine_runs`` (memoised like every engine run)."""
+    return engine_runs.run_script(Path(__file__), fault, *args, cache_root=cache_root)
 
 
 def main() -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from bf16_reference import hf_greedy_logprobs_of, small_model_dir
 from logprob_closeness import check_logprobs_close
 
 from vllm_platform_template.devices.cpu import vllm_cpu_build
@@ -30,6 +31,11 @@ PROMPTS = [
     "Water boils at",
     "My favourite book is",
 ]
+
+
+@pytest.fixture(scope="module")
+def hf_greedy_logprobs():
+    return hf_greedy_logprobs_of(small_model_dir())
 
 
 # The one bf16 rule (the demo's and test_perplexity.py's too): every build of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fault_runner import run_with_fault
 
 pytestmark = pytest.mark.e2e
 
@@ -63,7 +64,7 @@ def test_graph_stage_warm_start(engine_runs, compile_cache) -> None:
 
 def test_failing_stage_runs_piece_eagerly(engine_runs, tmp_path) -> None:
     stock = engine_runs.run("--stock")
-    report = engine_runs.run_with_fault("compile_stage", cache_root=tmp_path)
+    report = run_with_fault(engine_runs, "compile_stage", cache_root=tmp_path)
     assert "error" not in report, report.get("traceback")
     assert len(report["compile"]["fallbacks"]) == 3
     causes = report["compile"]["fallback_causes"].values()

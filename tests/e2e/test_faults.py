@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fault_runner import run_with_fault
 
 from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
 
@@ -60,7 +61,7 @@ def test_untrusted_cache_dir_is_not_loaded(engine_runs, tmp_path) -> None:
 
 def test_failed_graph_capture_runs_that_size_eagerly(engine_runs, tmp_path) -> None:
     stock = engine_runs.run("--stock")
-    report = engine_runs.run_with_fault("capture", *PIECEWISE, cache_root=tmp_path)
+    report = run_with_fault(engine_runs, "capture", *PIECEWISE, cache_root=tmp_path)
     assert "error" not in report, report.get("traceback")
     graphs = report["graphs"]
     assert "4" not in graphs["captures"] and graphs["eager_fallbacks"].get("4") == 3
@@ -70,7 +71,7 @@ def test_failed_graph_capture_runs_that_size_eagerly(engine_runs, tmp_path) -> N
 
 
 def test_provider_fault_fails_the_request_loudly(engine_runs, tmp_path) -> None:
-    report = engine_runs.run_with_fault("provider", "--enforce-eager", cache_root=tmp_path)
+    report = run_with_fault(engine_runs, "provider", "--enforce-eager", cache_root=tmp_path)
     assert "error" in report, "a failing kernel must not produce output"
     assert "injected provider fault" in report["_stderr"] + report.get("traceback", "")
 

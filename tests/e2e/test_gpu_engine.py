@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from bf16_reference import small_model_dir
+from fault_runner import run_with_fault
 from hf_reference import decoding_of, hf_greedy_on
 from logprob_closeness import check_logprobs_close
 
@@ -88,8 +90,8 @@ def test_warm_start_loads_every_piece(engine_runs, tmp_path_factory) -> None:
     print(f"init cold {cold['timings']['init_s']} s, warm {warm['timings']['init_s']} s")
 
 
-def test_bf16_small_close_to_transformers_on_gpu(engine_runs, small_model_dir: Path) -> None:
-    check_bf16_close_to_transformers(engine_runs.run(*gpu(*bf16_args())), small_model_dir)
+def test_bf16_small_close_to_transformers_on_gpu(engine_runs) -> None:
+    check_bf16_close_to_transformers(engine_runs.run(*gpu(*bf16_args())), small_model_dir())
 
 
 def test_demo_human_output_names_the_gpu_platform(tiny_model_dir) -> None:
@@ -269,12 +271,12 @@ def bf16_args() -> tuple[str, ...]:
     return tuple(args)
 
 
-def check_bf16_close_to_transformers(report: dict, small_model_dir: Path) -> None:
+def check_bf16_close_to_transformers(report: dict, model_dir: Path) -> None:
     """vLLM's logprob-closeness rule against transformers bf16 on one GPU."""
     from transformers import AutoModelForCausalLM
 
     assert report["dtype"] == "bfloat16"
-    model = AutoModelForCausalLM.from_pretrained(small_model_dir, dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
     model = model.to(DEVICE).eval()
     expected = []
     for ids in report["prompt_token_ids"]:
@@ -304,7 +306,7 @@ def check_bf16_close_to_transformers(report: dict, small_model_dir: Path) -> Non
 
 def test_failed_graph_capture_runs_that_size_eagerly(engine_runs, hf_gpu_greedy, tmp_path) -> None:
     args = gpu(compilation_config={"cudagraph_mode": "PIECEWISE"})
-    report = engine_runs.run_with_fault("capture", *args, cache_root=tmp_path)
+    report = run_with_fault(engine_runs, "capture", *args, cache_root=tmp_path)
     assert "error" not in report, report.get("traceback")
     graphs = report["graphs"]
     pieces = graphs["eager_fallbacks"].get("4")

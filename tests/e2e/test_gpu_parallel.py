@@ -13,6 +13,7 @@ equal transformers on one GPU token for token, as the one-GPU engine's do; bf16
 from __future__ import annotations
 
 import pytest
+from bf16_reference import small_model_dir
 from test_gpu_engine import (
     DEVICE,
     assert_equals_transformers,
@@ -72,9 +73,9 @@ def test_two_gpus_match_one(engine_runs, hf_gpu_greedy, layout: str, mode: str, 
         assert not report["graphs"]["eager_fallbacks"], report["graphs"]
 
 
-def test_tp2_bf16_close_to_one_gpu(engine_runs, small_model_dir) -> None:
+def test_tp2_bf16_close_to_one_gpu(engine_runs) -> None:
     report = engine_runs.run(*gpu(*bf16_args(), tensor_parallel_size=2))
-    check_bf16_close_to_transformers(report, small_model_dir)
+    check_bf16_close_to_transformers(report, small_model_dir())
 
 
 def test_tp2_serve_under_load_and_clean_shutdown(tiny_model_dir, tmp_path) -> None:
