@@ -1,8 +1,8 @@
 """Entry point of the ``vllm-template`` command.
 
 Each subcommand is a module imported only when it is chosen, so the command
-starts with the standard library and this package: ``vllm-template new`` and
-``--help`` need neither torch nor vLLM (``tests/unit/test_cli_imports.py``).
+starts with the standard library and this package: ``--help`` and a subcommand
+that starts no engine need neither torch nor vLLM (``tests/unit/test_cli_imports.py``).
 """
 
 from __future__ import annotations
