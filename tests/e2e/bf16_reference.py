@@ -14,13 +14,14 @@ def small_model_dir() -> Path:
     return ensure_model("small")
 
 
-def hf_greedy_logprobs_of(model_dir: Path):
-    """Greedy continuation with the top-k logprobs of each step, transformers in bf16."""
+def hf_greedy_logprobs_of(model_dir: Path, device: str = "cpu"):
+    """Greedy continuation with the top-k logprobs of each step, transformers in bf16 on
+    ``device``."""
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
-    model.eval()
+    model = model.to(device).eval()
 
     def generate(
         prompt_token_ids: list[list[int]], max_tokens: int, k: int
@@ -29,7 +30,7 @@ def hf_greedy_logprobs_of(model_dir: Path):
         for ids in prompt_token_ids:
             with torch.no_grad():
                 out = model.generate(
-                    torch.tensor([ids]),
+                    torch.tensor([ids], device=device),
                     max_new_tokens=max_tokens,
                     min_new_tokens=max_tokens,
                     do_sample=False,

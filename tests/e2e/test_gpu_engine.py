@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from bf16_reference import small_model_dir
+from bf16_reference import hf_greedy_logprobs_of, small_model_dir
 from fault_runner import run_with_fault
 from hf_reference import decoding_of, hf_greedy_on
 from logprob_closeness import check_logprobs_close
@@ -273,28 +273,9 @@ def bf16_args() -> tuple[str, ...]:
 
 def check_bf16_close_to_transformers(report: dict, model_dir: Path) -> None:
     """vLLM's logprob-closeness rule against transformers bf16 on one GPU."""
-    from transformers import AutoModelForCausalLM
-
     assert report["dtype"] == "bfloat16"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
-    model = model.to(DEVICE).eval()
-    expected = []
-    for ids in report["prompt_token_ids"]:
-        with torch.no_grad():
-            out = model.generate(
-                torch.tensor([ids], device=DEVICE),
-                max_new_tokens=BF16_TOKENS,
-                min_new_tokens=BF16_TOKENS,
-                do_sample=False,
-                pad_token_id=model.config.eos_token_id,
-                output_logits=True,
-                return_dict_in_generate=True,
-            )
-        steps = []
-        for logits in out.logits:
-            top = torch.topk(torch.log_softmax(logits[0].float(), dim=-1), TOP_K)
-            steps.append(dict(zip(top.indices.tolist(), top.values.tolist(), strict=True)))
-        expected.append((out.sequences[0, len(ids) :].tolist(), steps))
+    generate = hf_greedy_logprobs_of(model_dir, DEVICE)
+    expected = generate(report["prompt_token_ids"], BF16_TOKENS, TOP_K)
     outputs = [
         (tokens, [{int(t): lp for t, lp in step.items()} for step in steps])
         for tokens, steps in zip(report["tokens"], report["logprobs"], strict=True)
