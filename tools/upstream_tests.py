@@ -9,7 +9,7 @@ What it does, in order:
    distribution, as the plugin's version check does);
 2. gets that version's source distribution ``vllm-<version>.tar.gz``: from the
    cache (``~/.cache/vllm-platform-template/upstream/``, or
-   ``$VLLM_TEMPLATE_UPSTREAM_CACHE``) or else once from the package index (the
+   ``$TEMPLATE_UPSTREAM_CACHE``) or else once from the package index (the
    file's address from the index's JSON simple API, PEP 691), and checks its
    sha256 against the one pinned for that version in the selection file before
    anything is extracted;
@@ -65,7 +65,7 @@ PLUGIN_DIR = Path(__file__).resolve().parent
 PLUGIN = "upstream_pytest_plugin"  # tools/upstream_pytest_plugin.py, loaded into each run
 REPORT_ENV = "UPSTREAM_REPORT"  # where the plugin writes the outcomes
 EXCLUDE_ENV = "UPSTREAM_EXCLUDE"  # the ids the plugin deselects
-CACHE_ENV = "VLLM_TEMPLATE_UPSTREAM_CACHE"
+CACHE_ENV = "TEMPLATE_UPSTREAM_CACHE"  # not VLLM_*: vLLM flags those it does not define
 DEFAULT_INDEX = "https://pypi.org/simple"
 SUITES = ("ci", "full")
 MODES = ("stock", "template")

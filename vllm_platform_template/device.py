@@ -188,6 +188,8 @@ class TemplateDevice:
     default_graph_mode: str | None = None
     """``cudagraph_mode`` when the user sets none (None: vLLM's default)."""
     max_capture_size: Callable[[int, int], int | None] = field(default=lambda seqs, q: None)
+    environment_variables: dict[str, str] = field(default_factory=dict)
+    """The ``VLLM_TEMPLATE_*`` variables this folder reads, with what each does."""
     """``(max_num_seqs, decode_query_len) -> `` largest graph size (None: vLLM's)."""
     uses_graph_pool: bool = False
     """Its graphs allocate from the platform's global graph pool (``graph_pool_handle``)."""

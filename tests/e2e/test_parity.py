@@ -12,7 +12,7 @@ import pytest
 from hf_reference import decoding_of
 
 from vllm_platform_template.cli.demo import DEFAULT_REPETITION_PENALTY
-from vllm_platform_template.settings import CPU_ISA_ENV
+from vllm_platform_template.devices.cpu.vllm_cpu_build import ISA_ENV as CPU_ISA_ENV
 
 pytestmark = pytest.mark.e2e
 

@@ -50,10 +50,12 @@ def clean_vllm_environ(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 def test_the_plugins_variables_are_known_to_vllms_check(clean_vllm_environ) -> None:
     from vllm_platform_template.devices.cpu.platform import TemplateCpuPlatform
 
-    for name in ENVIRONMENT_VARIABLES:
+    cpu_folders = TemplateCpuPlatform.template_device.environment_variables
+    for name in (*ENVIRONMENT_VARIABLES, *cpu_folders):
         clean_vllm_environ.setenv(name, "x")
     clean_vllm_environ.setenv("VLLM_CACHE_ROOT", "/tmp")  # one of vLLM's own
     TemplateCpuPlatform.validate_environ(hard_fail=True)  # raises on any unknown one
+    assert "VLLM_TEMPLATE_CPU_ISA" in cpu_folders
 
 
 @pytest.mark.parametrize(

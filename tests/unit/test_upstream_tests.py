@@ -31,11 +31,10 @@ def up():
     return module
 
 
-def test_its_cache_variable_is_one_the_platform_knows(up) -> None:
-    """vLLM's environment check on the template platform does not flag it (settings.py)."""
-    from vllm_platform_template.settings import ENVIRONMENT_VARIABLES
-
-    assert up.CACHE_ENV in ENVIRONMENT_VARIABLES
+def test_its_cache_variable_is_outside_vllms_namespace(up) -> None:
+    """vLLM's environment check flags every VLLM_* name it does not define; the tool's
+    variable is not one of them, so the plugin need not know it."""
+    assert not up.CACHE_ENV.startswith("VLLM_")
 
 
 GOOD = """

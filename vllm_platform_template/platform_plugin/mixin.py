@@ -139,14 +139,15 @@ class TemplatePlatformMixin:
         """
         from vllm import envs
 
+        known = {**ENVIRONMENT_VARIABLES, **cls.template_device.environment_variables}
         for name in os.environ:
             if not name.startswith("VLLM_") or name in envs.environment_variables:
                 continue
-            if name in ENVIRONMENT_VARIABLES:
+            if name in known:
                 continue
             hint = ""
             if name.startswith(ENV_PREFIX):
-                hint = f" (vllm-platform-template reads {', '.join(ENVIRONMENT_VARIABLES)})"
+                hint = f" (vllm-platform-template reads {', '.join(known)})"
             if hard_fail:
                 raise ValueError(f"Unknown vLLM environment variable detected: {name}{hint}")
             logger.warning("Unknown vLLM environment variable detected: %s%s", name, hint)

