@@ -23,6 +23,7 @@ import functools
 import gc
 import importlib.abc
 import importlib.util
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -271,6 +272,52 @@ def ending_cleanly() -> bool:
 
 # vLLM's generic grace for a process at shutdown (v1/utils.py::shutdown, timeout None).
 ENGINE_EXIT_GRACE_S = 5.0
+
+
+class ReapedAwareProcess:
+    """A ``multiprocessing`` process as vLLM's shutdown sees it, alive only if its pid is.
+
+    ``Process.is_alive`` polls ``waitpid``; when another thread (vLLM's engine
+    liveness monitor) reaps the child first, the poll gets ``ECHILD`` and
+    multiprocessing answers "alive" for a process that is gone.
+    """
+
+    def __init__(self, process: Any) -> None:
+        self._process = process
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._process, name)
+
+    def is_alive(self) -> bool:
+        if not self._process.is_alive():
+            return False
+        pid = self._process.pid
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:  # reaped by another thread: it has exited
+            return False
+        except PermissionError:  # someone else's pid now: ours has exited
+            return False
+        return True
+
+
+def _reaped_process_is_not_force_killed() -> None:
+    """vLLM's process shutdown asks a reaped-aware liveness of each process."""
+    for module_name in ("vllm.v1.utils", "vllm.v1.engine.utils"):
+        after_import(module_name, _shutdown_with_reaped_aware_processes)
+
+
+def _shutdown_with_reaped_aware_processes(module: types.ModuleType) -> None:
+    original = getattr(module, "shutdown", None)
+    if original is None or getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def shutdown(procs: list[Any], timeout: float | None = None) -> None:
+        return original([ReapedAwareProcess(p) for p in procs], timeout=timeout)
+
+    shutdown.__template_patched__ = True  # type: ignore[attr-defined]
+    setattr(module, "shutdown", shutdown)  # noqa: B010  (the rebinding is this patch)
 
 
 def _engine_exit_grace_in_abort_mode() -> None:
@@ -564,6 +611,31 @@ PATCHES: tuple[Patch, ...] = (
             "budget covers them on a busy host"
         ),
         apply=_end_spawned_processes_like_forked_ones,
+        devices=tuple(DEVICE_PACKAGES),
+    ),
+    Patch(
+        name="reaped_process_is_not_force_killed",
+        why=(
+            "an engine that had exited cleanly in under a second was reported as "
+            "'[shutdown] Process manager: force killing remaining processes count=1' and "
+            "kill_process_tree was sent to its (gone, possibly reused) pid - in CI's demo log "
+            "and the shutdown stress test, 2026-11-27: vLLM's shutdown asks Process.is_alive(), "
+            "which polls waitpid; the engine's liveness monitor thread waits on the same child "
+            "and reaps it first, the poll gets ECHILD and multiprocessing answers 'alive'. "
+            "Patched, vllm.v1.utils.shutdown (and the name vllm.v1.engine.utils imports) sees "
+            "each process through ReapedAwareProcess, alive only while its pid exists"
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/v1/utils.py::shutdown and "
+            "vllm/v1/engine/utils.py::CoreEngineProcManager.monitor_engine_liveness (both "
+            "waitpid the engine core); CPython's multiprocessing popen_fork.Popen.poll treats "
+            "ECHILD as 'not exited yet'"
+        ),
+        remove_when=(
+            "vLLM's shutdown joins the engine process once (or its liveness monitor stops "
+            "reaping), or multiprocessing's poll reports a child another thread reaped as exited"
+        ),
+        apply=_reaped_process_is_not_force_killed,
         devices=tuple(DEVICE_PACKAGES),
     ),
     Patch(

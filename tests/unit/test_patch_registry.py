@@ -56,3 +56,26 @@ def test_cleanup_runs_where_the_template_cpu_platform_is_current() -> None:
 
 
 # [/full only]
+
+
+def test_a_process_another_thread_reaped_is_not_alive_to_vllms_shutdown() -> None:
+    """vLLM's liveness monitor may reap the engine first; multiprocessing then says 'alive'."""
+    import multiprocessing
+    import os
+    import time
+
+    from vllm_platform_template.patches import ReapedAwareProcess
+
+    process = multiprocessing.get_context("fork").Process(target=time.sleep, args=(0,))
+    process.start()
+    os.waitpid(process.pid, 0)  # the other thread's reap
+    assert process.is_alive()  # multiprocessing's answer: ECHILD read as "not exited"
+    assert not ReapedAwareProcess(process).is_alive()
+    assert ReapedAwareProcess(process).name == process.name  # everything else delegated
+    running = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
+    running.start()
+    try:
+        assert ReapedAwareProcess(running).is_alive()
+    finally:
+        running.kill()
+        running.join()
