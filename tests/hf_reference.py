@@ -16,6 +16,21 @@ def decoding_of(report: dict) -> dict:
     }
 
 
+def _greedy(model, ids: list[int], device: str, max_tokens: int, **options):
+    """transformers' greedy ``generate`` of exactly ``max_tokens`` tokens after ``ids``."""
+    import torch
+
+    with torch.no_grad():
+        return model.generate(
+            torch.tensor([ids], device=device),
+            max_new_tokens=max_tokens,
+            min_new_tokens=max_tokens,
+            do_sample=False,
+            pad_token_id=model.config.eos_token_id,
+            **options,
+        )
+
+
 def hf_greedy_on(model_dir: Path, device: str):
     """Greedy continuation of token-id prompts by Hugging Face transformers (fp32) on ``device``.
 
@@ -31,18 +46,38 @@ def hf_greedy_on(model_dir: Path, device: str):
     def generate(
         prompt_token_ids: list[list[int]], max_tokens: int, repetition_penalty: float = 1.0
     ) -> list[list[int]]:
+        return [
+            _greedy(model, ids, device, max_tokens, repetition_penalty=repetition_penalty)[
+                0, len(ids) :
+            ].tolist()
+            for ids in prompt_token_ids
+        ]
+
+    return generate
+
+
+def hf_greedy_logprobs_on(model_dir: Path, device: str = "cpu"):
+    """Greedy continuation with the top-k logprobs of each step, transformers in bf16 on
+    ``device`` (the reference of vLLM's logprob-closeness rule)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
+    model = model.to(device).eval()
+
+    def generate(
+        prompt_token_ids: list[list[int]], max_tokens: int, k: int
+    ) -> list[tuple[list[int], list[dict[int, float]]]]:
         results = []
         for ids in prompt_token_ids:
-            with torch.no_grad():
-                out = model.generate(
-                    torch.tensor([ids], device=device),
-                    max_new_tokens=max_tokens,
-                    min_new_tokens=max_tokens,
-                    do_sample=False,
-                    repetition_penalty=repetition_penalty,
-                    pad_token_id=model.config.eos_token_id,
-                )
-            results.append(out[0, len(ids) :].tolist())
+            out = _greedy(
+                model, ids, device, max_tokens, output_logits=True, return_dict_in_generate=True
+            )
+            steps = []
+            for logits in out.logits:
+                top = torch.topk(torch.log_softmax(logits[0].float(), dim=-1), k)
+                steps.append(dict(zip(top.indices.tolist(), top.values.tolist(), strict=True)))
+            results.append((out.sequences[0, len(ids) :].tolist(), steps))
         return results
 
     return generate

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from bf16_reference import hf_greedy_logprobs_of, small_model_dir
+from bf16_reference import small_model_dir
+from hf_reference import hf_greedy_logprobs_on
 from logprob_closeness import check_logprobs_close
 
 from vllm_platform_template.devices.cpu import vllm_cpu_build
@@ -35,7 +36,7 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def hf_greedy_logprobs():
-    return hf_greedy_logprobs_of(small_model_dir())
+    return hf_greedy_logprobs_on(small_model_dir())
 
 
 # The one bf16 rule (the demo's and test_perplexity.py's too): every build of

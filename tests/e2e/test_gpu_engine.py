@@ -38,9 +38,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from bf16_reference import hf_greedy_logprobs_of, small_model_dir
+from bf16_reference import small_model_dir
 from fault_runner import run_with_fault
-from hf_reference import decoding_of, hf_greedy_on
+from hf_reference import decoding_of, hf_greedy_logprobs_on, hf_greedy_on
 from logprob_closeness import check_logprobs_close
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
@@ -274,7 +274,7 @@ def bf16_args() -> tuple[str, ...]:
 def check_bf16_close_to_transformers(report: dict, model_dir: Path) -> None:
     """vLLM's logprob-closeness rule against transformers bf16 on one GPU."""
     assert report["dtype"] == "bfloat16"
-    generate = hf_greedy_logprobs_of(model_dir, DEVICE)
+    generate = hf_greedy_logprobs_on(model_dir, DEVICE)
     expected = generate(report["prompt_token_ids"], BF16_TOKENS, TOP_K)
     outputs = [
         (tokens, [{int(t): lp for t, lp in step.items()} for step in steps])
