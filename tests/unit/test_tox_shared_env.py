@@ -108,3 +108,37 @@ def test_without_the_runner_tox_recreates(tmp_path: Path) -> None:
     output, marker_survived = _run_two_names(_scratch_project(tmp_path, ""))
     assert "recreate env because env type changed" in output, output
     assert not marker_survived
+
+
+def _env_values(work_dir: Path, keys: list[str]) -> dict[str, dict[str, str]]:
+    """Every env of tox.ini with ``keys`` as tox resolves them (inheritance applied);
+    a multi-line value joined by newlines."""
+    result = _tox(["config", "-e", "ALL", "-k", *keys], ROOT, work_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    envs: dict[str, dict[str, str]] = {}
+    section, key = "", ""
+    for line in result.stdout.splitlines():
+        if line.startswith("[testenv:"):
+            section = line.strip()[len("[testenv:") : -1]
+            envs[section] = {}
+        elif line.startswith("  ") and section and key:
+            envs[section][key] += "\n" + line.strip()
+        elif " =" in line and section:
+            key, value = line.split(" =", 1)
+            key = key.strip()
+            envs[section][key] = value.strip()
+    return envs
+
+
+def test_every_env_that_builds_the_test_device_installs_it(tmp_path: Path) -> None:
+    """An env that overrides ``deps`` inherits ``commands_pre``: the upstream env once
+    ran the base env's ``python -m npu_test_device build`` without the package
+    (CI: "No module named npu_test_device")."""
+    envs = _env_values(tmp_path / "work", ["deps", "commands_pre"])
+    assert "upstream" in envs and "test" in envs, sorted(envs)
+    builders = {
+        name for name, values in envs.items() if "npu_test_device" in values.get("commands_pre", "")
+    }
+    assert "test" in builders
+    for name in sorted(builders):
+        assert "tests/test_device" in envs[name]["deps"], (name, envs[name])
