@@ -29,11 +29,12 @@ other engine's process tree used (more than ``IDLE_CPU_LIMIT`` of the window:
 that measurement is taken again, and the run fails if it stays so) and NVML's
 utilisation samples of the window.
 
-Per engine and round: the decode step time at each batch, ``(t(144 tokens) -
-t(16 tokens)) / 128`` after a 128-token prompt (the best of three such pairs:
-batch 1 is host-bound and one pair carries the host's jitter), the time to first token, and
-the prefill rate of one 2048-token prompt. Ratios are per round (engine over
-stock's time, both measured in the same round), then the median and min-max
+Per engine and round: the decode step time at each batch, ``(t(208 tokens) -
+t(16 tokens)) / 192`` after a 128-token prompt, each ``t`` the fastest of five
+generations (batch 1 is host-bound; the host's jitter only adds time), the time to
+first token, and the prefill rate of a 2048-token prompt (the fastest of three).
+Ratios are per round (engine over stock's time, both measured in the same round),
+then the median and min-max
 range over rounds (``_e2e_stats.py``), in the JSON, the table and as error bars
 on the chart (``_e2e_report.py``). The bandwidth limit of a decode step is the
 bytes it must read (weights, then each request's KV cache) over the device's
@@ -94,7 +95,7 @@ from bench_shapes import SHAPES, kv_bytes_per_token, weight_bytes
 STOCK, STOCK_TRITON = "gpu-stock", "gpu-stock-triton"
 VARIANTS = (STOCK, STOCK_TRITON, "gpu-template", "gpu-template-fused")
 BATCHES = {"1.1b": (1, 8, 64), "8b": (1, 32)}
-PROMPT, SHORT, LONG = 128, 16, 144
+PROMPT, SHORT, LONG = 128, 16, 208
 PREFILL = 2048
 EXTENSION = "_bench_worker.BenchWorkerExtension"
 
@@ -381,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", default="1.1b", choices=sorted(SHAPES))
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--batches", help="decode batch sizes (default: by shape)")
-    parser.add_argument("--rounds", type=int, default=7, help="at least 5")
+    parser.add_argument("--rounds", type=int, default=5, help="at least 5")
     parser.add_argument("--max-repeats", type=int, default=3, help="rounds measured again")
     parser.add_argument("--plain", type=int, default=3, help="stock-alone measurements (3+)")
     parser.add_argument(

@@ -151,7 +151,7 @@ run_stage() {
             echo "stock vLLM CUDA not installed (no compiled files): template engines only" | tee -a "$out"
         fi
         python benchmarks/gpu_e2e.py --shape "${GPU_E2E_SHAPE:-1.1b}" --variants "$variants" \
-            --rounds "${GPU_E2E_ROUNDS:-7}" --budget-s "${GPU_E2E_BUDGET:-520}" \
+            --rounds "${GPU_E2E_ROUNDS:-5}" --budget-s "${GPU_E2E_BUDGET:-520}" \
             ${GPU_E2E_PROFILE:+--profile} \
             --json "$results/gpu_e2e.json" --chart "$results/gpu_e2e.png" 2>&1 | tee -a "$out" || rc=1
         ;;

@@ -5,8 +5,9 @@ kernel table is ``kernels/``'s, which are the reference kernels (plain torch,
 ``vllm_platform_template/kernels/reference.py``), and the attention kernels are
 ``attention_kernels.py``'s, the reference paged attention; both run on any
 device torch can drive. Speed: replace them one at a time with the device's
-own (sections 10 and 11), then name a graph API in ``identity.py`` and give
-``graphs.py`` its three methods (section 13).
+own (docs/porting-guide.md, "Kernels: IR providers and custom ops" and
+"Attention kernels"), then name a graph API in ``identity.py`` and give
+``graphs.py`` its three methods (docs/porting-guide.md, "Graph capture").
 
 vLLM hooks served (through the layers that read ``DEVICE``): the IR / CustomOp
 kernel table (``ir_impls``, ``custom_ops``), the attention kernels of

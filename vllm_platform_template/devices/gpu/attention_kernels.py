@@ -6,7 +6,7 @@ device); the kernels themselves are in ``kernels/paged_attention.py`` (plain
 cache layout, the reference's). The builder keeps one
 ``TritonAttentionPlanner`` per KV-cache group: a launch plan per batch shape,
 made once, and one persistent split scratch, so a FULL graph can hold a decode
-step (``full_graphs``). docs/porting-guide.md, "9. Attention kernels".
+step (``full_graphs``). docs/porting-guide.md, "Attention kernels".
 Proven by ``tests/unit/test_triton_kernels_interpret.py`` (Triton's interpreter
 on the CPU) and, on the device, ``tests/gpu/test_triton_kernels.py``.
 """

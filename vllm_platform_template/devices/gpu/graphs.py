@@ -7,7 +7,7 @@ records the kernels a piece launches into a ``torch.<module>.<graph_api>``
 pool, captured with ``torch.<module>.graph``, and replays them on the same
 memory; the outputs are kept as non-owning views (``views.py``). A device
 whose torch module has the same API (``torch.<device>.graph``) needs only the
-identity table; docs/porting-guide.md, "11. Graph capture". Proven on the
+identity table; docs/porting-guide.md, "Graph capture". Proven on the
 device by ``tests/gpu/test_device_graphs.py`` and ``tests/e2e/test_gpu_engine.py``
 (captures, replays, tokens equal to transformers).
 """
@@ -47,7 +47,7 @@ class DeviceGraphBackend:
         if IDENTITY.graph_api is None:
             raise NotImplementedError(
                 f"identity.py names no graph API for {IDENTITY.device_type}: see "
-                "docs/porting-guide.md, '11. Graph capture'"
+                "docs/porting-guide.md, 'Graph capture'"
             )
         graph = getattr(module, IDENTITY.graph_api)()
         # Capture on the caller's stream when it is a side stream (vLLM's capture

@@ -19,7 +19,7 @@ describing device memory, no compiled code involved):
   keep it alive, for the outputs a graph pool owns.
 
 A device without this protocol gives the same answers with its runtime's
-host-mapped memory (docs/porting-guide.md, "7. Pinned and UVA buffers").
+host-mapped memory (docs/porting-guide.md, "Pinned and UVA buffers").
 Proven by ``tests/unit/test_gpu_views.py`` (the refusals on any machine, the views
 on the device in its ``gpu``-marked tests) and ``tests/e2e/test_gpu_engine.py``.
 
@@ -61,7 +61,7 @@ class _MemoryDescription:
             raise NotImplementedError(
                 f"device views need identity.py's array_interface ({IDENTITY.array_interface!r}"
                 f" for {IDENTITY.device_type}); torch wraps only {SUPPORTED_INTERFACE}: see "
-                "docs/porting-guide.md, '7. Pinned and UVA buffers'"
+                "docs/porting-guide.md, 'Pinned and UVA buffers'"
             )
         self._owner = owner
         itemsize = tensor.element_size()

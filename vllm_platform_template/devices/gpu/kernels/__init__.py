@@ -21,7 +21,8 @@ lazily, and the helpers below are for the kernel modules.
 
 vLLM hooks served: ``Platform.import_kernels`` (``device.load_libraries`` imports
 them) and, through ``device.py``'s kernel table, the IR provider, the CustomOps,
-the fused model and the attention kernels (docs/porting-guide.md, "8. Kernels").
+the fused model and the attention kernels (docs/porting-guide.md, "Kernels: IR
+providers and custom ops").
 Proven by ``tests/unit/test_triton_kernels_interpret.py`` (Triton's interpreter
 on the CPU) and, on the device, ``tests/gpu/test_triton_kernels.py``.
 """
@@ -49,7 +50,8 @@ def triton_available() -> tuple[bool, str]:
     if IDENTITY.kernel_compiler != "triton":
         return False, (
             f"these are Triton kernels, and identity.py names {IDENTITY.kernel_compiler!r} as "
-            f"the kernel compiler of {device} (docs/porting-guide.md, '8. Kernels')"
+            f"the kernel compiler of {device} (docs/porting-guide.md, "
+            "'Kernels: IR providers and custom ops')"
         )
     try:
         import triton
