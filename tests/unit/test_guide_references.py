@@ -16,7 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "porting-guide.md"
-CITATION = re.compile(r"docs/porting-guide\.md,?\s+([\"'])(.+?)\1", re.DOTALL)
+RESULTS = ("docs", "results")  # measured output, not prose
+GUIDE_PATH = "docs/porting-guide.md"
+CITATION = re.compile(re.escape(GUIDE_PATH) + r",?\s+([\"'])(.+?)\1", re.DOTALL)
 BARE_NUMBER = re.compile(r"\bsections? \d+\b|porting-guide\.md`? \(\d+-\d+\)")
 TEXT_SUFFIXES = {".py", ".md", ".sh", ".toml", ".ini", ".txt", ""}
 
@@ -58,7 +60,7 @@ def _citing_files() -> list[Path]:
         for path in _project_files()
         if path.suffix in TEXT_SUFFIXES
         and path.is_file()
-        and "docs/results" not in path.as_posix()
+        and path.relative_to(ROOT).parts[:2] != RESULTS
         and path != Path(__file__).resolve()
         and "porting-guide" in path.read_text(errors="replace")
     ]
