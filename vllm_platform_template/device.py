@@ -118,6 +118,15 @@ class AttentionKernels(Protocol):
         slot_mapping: torch.Tensor,
     ) -> None: ...
 
+    @property
+    def rope_and_write_kv(self) -> Callable[..., None] | None:
+        """The rotary embedding and the KV write in one kernel, for the hand-fused model:
+        ``(positions, query, key, value, head_size, cos_sin_cache, is_neox_style,
+        key_cache, value_cache, slot_mapping)``, query and key rotated in place. None:
+        the model rotates with the kernel table's ``rotary_embedding_`` and writes with
+        :meth:`write_kv`."""
+        ...
+
     def attend(
         self,
         query: torch.Tensor,
@@ -193,11 +202,11 @@ class TemplateDevice:
     """``(max_num_seqs, decode_query_len) -> `` largest graph size (None: vLLM's)."""
     uses_graph_pool: bool = False
     """Its graphs allocate from the platform's global graph pool (``graph_pool_handle``)."""
-    full_graphs: bool = False
-    """Whole-step (FULL) graphs of decode batches run on the device: its graph API
-    records a whole model step (vLLM's Model Runner V2 captures them with
-    ``torch.<device>.graph``) and its attention kernels allow it
-    (``AttentionKernels.full_graphs``). False: piecewise graphs only."""
+    records_whole_steps: bool = False
+    """Its graph API records a whole model step (vLLM's Model Runner V2 captures FULL
+    graphs with ``torch.<device>.graph``). False: piecewise graphs only. One of the two
+    facts FULL graphs need; the other is the attention kernels the engine resolves
+    (``AttentionKernels.full_graphs``); ``policy.resolve_graph_mode`` takes both."""
     pinned_device_view: Callable[[torch.Tensor], torch.Tensor] | None = None
     """A device view of pinned host memory (vLLM's UVA buffers), if the device has one."""
     kernel_test_device_type: str | None = None

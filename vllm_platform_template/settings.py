@@ -21,6 +21,8 @@ What lives here:
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -127,6 +129,26 @@ class TemplateOptions:
     add-norm dispatch through vLLM IR providers (vLLM 0.32/0.33). ``custom_op``:
     the layers' ``CustomOp.forward_oot`` calls the device kernels directly and
     vLLM IR keeps only ``native`` (the road after vLLM removes IR, in 0.34)."""
+
+
+def options_of(config: Any) -> TemplateOptions:
+    """The plugin's options of a ``VllmConfig`` (or None: the defaults), parsed once per
+    distinct ``additional_config["template"]`` in a process: every hook that reads an
+    option reads the same object, and a bad option is reported once."""
+    additional = getattr(config, "additional_config", None)
+    if not isinstance(additional, Mapping):
+        return TemplateOptions()
+    raw = additional.get(CONFIG_KEY, {})
+    try:
+        key = json.dumps(raw, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON: parse_options says what is wrong
+        return parse_options(additional)
+    return _parse_once(key)
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_once(raw_json: str) -> TemplateOptions:
+    return parse_options({CONFIG_KEY: json.loads(raw_json)})
 
 
 def parse_options(additional_config: Any) -> TemplateOptions:

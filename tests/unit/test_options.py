@@ -35,3 +35,18 @@ def test_values() -> None:
 def test_bad_values_say_what_to_fix(raw: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_options(raw)
+
+
+def test_options_of_a_config_are_parsed_once_and_shared() -> None:
+    """Every hook reads one parsed object per distinct option set (``settings.options_of``)."""
+    from types import SimpleNamespace
+
+    from vllm_platform_template.settings import options_of
+
+    first = SimpleNamespace(additional_config={"template": {"attention": "reference"}})
+    again = SimpleNamespace(additional_config={"template": {"attention": "reference"}})
+    assert options_of(first) is options_of(again)
+    assert options_of(first).attention == "reference"
+    assert options_of(None) == TemplateOptions() == options_of(SimpleNamespace())
+    with pytest.raises(ValueError, match="attention must be one of"):
+        options_of(SimpleNamespace(additional_config={"template": {"attention": "flash"}}))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from vllm_platform_template.device import device_for
 from vllm_platform_template.devices.gpu.identity import IDENTITY
@@ -189,14 +191,37 @@ def test_graph_mode_policy_every_request_and_eager() -> None:
         )
 
 
-def test_full_graph_devices_have_attention_kernels_graphs_may_hold() -> None:
-    """``TemplateDevice.full_graphs`` promises the device's attention kernels allow it."""
+def test_whole_step_devices_name_a_graph_api_and_have_kernels_graphs_may_hold() -> None:
+    """A device that records whole steps names its graph API in its identity, and its
+    own attention kernels allow FULL graphs (else FULL graphs would never run there)."""
     for device_type in DEVICE_PACKAGES:
         device = device_for(device_type)
         assert device is not None
-        if device.full_graphs:
+        if device.records_whole_steps:
+            identity = importlib.import_module(f"{DEVICE_PACKAGES[device_type]}.identity").IDENTITY
+            assert identity.graph_api is not None, device.name
             kernels = device.attention()
             assert kernels is not None and kernels.full_graphs, device.name
+
+
+def test_full_graphs_follow_the_kernels_the_engine_resolves() -> None:
+    """The FULL-graph decision reads the attention kernels resolved from the config, not
+    the option's text: ``auto`` falling back to the reference (no FULL graphs) is seen."""
+    from vllm_platform_template.attention.paths import REFERENCE, engine_attention_kernels
+
+    def config(attention: str, block_size: int | None = 16) -> SimpleNamespace:
+        model = SimpleNamespace(dtype=torch.float32, get_head_size=lambda: 64)
+        return SimpleNamespace(
+            model_config=model,
+            cache_config=SimpleNamespace(block_size=block_size),
+            additional_config={"template": {"attention": attention}},
+        )
+
+    assert engine_attention_kernels(config("reference"), "cpu") is REFERENCE
+    assert engine_attention_kernels(config("auto", block_size=None), "cpu") is None
+    # no device folder for this type: auto falls back to the reference, which no graph holds
+    fallback = engine_attention_kernels(config("auto"), "no_such_device")
+    assert fallback is REFERENCE and not fallback.full_graphs
 
 
 def test_compile_sizes_must_be_capture_sizes() -> None:

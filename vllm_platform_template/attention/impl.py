@@ -34,7 +34,7 @@ from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.device import AttentionKernels
 from vllm_platform_template.kernels.paged_attention import contract, reference
 from vllm_platform_template.settings import ATTENTION_BACKEND_NAME as BACKEND_NAME
-from vllm_platform_template.settings import parse_options
+from vllm_platform_template.settings import options_of
 
 
 def unsupported_features(
@@ -119,9 +119,7 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
         self.attn_type = attn_type
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         vllm_config = get_current_vllm_config_or_none()
-        self.requested_path: str = parse_options(
-            vllm_config.additional_config if vllm_config is not None else None
-        ).attention
+        self.requested_path: str = options_of(vllm_config).attention
 
         self._caches: dict[tuple[int, int], LayerCache] = {}
 

@@ -41,7 +41,7 @@ from vllm.v1.kv_cache_interface import AttentionSpec
 from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.device import AttentionKernels, AttentionPlanner
 from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
-from vllm_platform_template.settings import parse_options
+from vllm_platform_template.settings import options_of
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -178,7 +178,7 @@ class TemplateAttentionMetadataBuilder(AttentionMetadataBuilder[TemplateAttentio
 def _kernels_for(
     vllm_config: VllmConfig, kv_cache_spec: AttentionSpec, device_type: str
 ) -> AttentionKernels:
-    requested = parse_options(vllm_config.additional_config).attention
+    requested = options_of(vllm_config).attention
     return resolve_attention_kernels(
         device_type,
         requested,

@@ -18,13 +18,14 @@ The plugin option ``additional_config["template"]["attention"]`` picks:
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
 from vllm_platform_template.device import AttentionKernels, device_for
 from vllm_platform_template.kernels.paged_attention.reference import ReferenceAttentionKernels
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.settings import ATTENTION_REQUESTS
+from vllm_platform_template.settings import ATTENTION_REQUESTS, options_of
 
 logger = get_logger(__name__)
 
@@ -69,3 +70,21 @@ def resolve_attention_kernels(
         head_size,
     )
     return kernels
+
+
+def engine_attention_kernels(vllm_config: Any, device_type: str) -> AttentionKernels | None:
+    """The kernels this engine's attention layers will resolve, known from its config:
+    the model's dtype (the cache's: ``TEMPLATE_ATTN`` takes kv_cache_dtype "auto" only),
+    the cache's block size and the model's head size. None while the config does not
+    say (no model, or no block size yet)."""
+    model_config = vllm_config.model_config
+    block_size = vllm_config.cache_config.block_size
+    if model_config is None or block_size is None:
+        return None
+    return resolve_attention_kernels(
+        device_type,
+        options_of(vllm_config).attention,
+        model_config.dtype,
+        block_size,
+        model_config.get_head_size(),
+    )

@@ -47,7 +47,7 @@ from vllm_platform_template import patches
 from vllm_platform_template.compiler.cache_key import compile_cache_key
 from vllm_platform_template.compiler.stats import STATS
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.settings import INDUCTOR_POST_PASS_KEY, parse_options
+from vllm_platform_template.settings import INDUCTOR_POST_PASS_KEY, options_of
 
 logger = get_logger(__name__)
 
@@ -117,7 +117,7 @@ class TemplateCompiler(CompilerInterface):
         self._inductor.initialize_cache(cache_dir, disable_cache, prefix)
 
     def compute_hash(self, vllm_config: VllmConfig) -> str:
-        stage = parse_options(vllm_config.additional_config).compile_stage
+        stage = options_of(vllm_config).compile_stage
         factors: list[Any] = [compile_cache_key(stage)]
         if stage == "graph":
             factors.append(get_inductor_factors())

@@ -40,7 +40,7 @@ from vllm_platform_template.compiler.cache_key import compile_cache_key
 from vllm_platform_template.compiler.passes.add_rms_norm import AddRMSNormFusionPass
 from vllm_platform_template.compiler.passes.defunctionalize import DefunctionalizePass
 from vllm_platform_template.compiler.passes.silu_and_mul import SiluAndMulFusionPass
-from vllm_platform_template.settings import parse_options
+from vllm_platform_template.settings import options_of
 
 # The template's fusion passes, in the order they run; each declares its stages.
 FUSION_PASSES: tuple[type[AddRMSNormFusionPass] | type[SiluAndMulFusionPass], ...] = (
@@ -65,7 +65,7 @@ class TemplatePassManager(CustomGraphPass):
         self.match_counts: Counter[str] = Counter()
 
     def configure(self, config: VllmConfig) -> None:
-        self.stage = parse_options(config.additional_config).compile_stage
+        self.stage = options_of(config).compile_stage
         self.pass_config = config.compilation_config.pass_config
         with set_current_vllm_config(config, check_compile=False):
             self.noop_elimination = (

@@ -23,7 +23,7 @@ from vllm.config import get_current_vllm_config_or_none
 from vllm.model_executor.layers.layernorm import RMSNorm
 
 from vllm_platform_template.custom_ops.kernels import platform_kernel_table
-from vllm_platform_template.settings import parse_options
+from vllm_platform_template.settings import options_of
 
 
 @RMSNorm.register_oot
@@ -33,7 +33,7 @@ class TemplateRMSNorm(RMSNorm):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         config = get_current_vllm_config_or_none()
-        road = parse_options(config.additional_config).kernel_road if config else "ir"
+        road = options_of(config).kernel_road
         # Looked up once here, not per call: forward_oot is traced by Dynamo under
         # VLLM_COMPILE, and the lookup (an import by name) cannot be.
         self.kernels = platform_kernel_table() if road == "custom_op" else None

@@ -40,7 +40,7 @@ from vllm_platform_template import patches
 from vllm_platform_template.device import CapturedGraph, GraphBackend, platform_device
 from vllm_platform_template.graph_wrapper.stats import STATS
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.settings import parse_options
+from vllm_platform_template.settings import options_of
 
 logger = get_logger(__name__)
 
@@ -77,9 +77,7 @@ class TemplateGraphWrapper:
         self.vllm_config = vllm_config
         self.runtime_mode = runtime_mode
         self.options = cudagraph_options or CUDAGraphOptions()
-        self.debug = parse_options(
-            vllm_config.additional_config
-        ).graph_debug or logger.isEnabledFor(logging.DEBUG)
+        self.debug = options_of(vllm_config).graph_debug or logger.isEnabledFor(logging.DEBUG)
         self.backend = backend or self._platform_backend()
         STATS.backend = self.backend.name
         self.entries: dict[BatchDescriptor, _Entry] = {}

@@ -44,7 +44,7 @@ from vllm_platform_template.settings import (
     GRAPH_WRAPPER_QUALNAME,
     PASS_MANAGER_QUALNAME,
     TemplateOptions,
-    parse_options,
+    options_of,
 )
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class TemplatePlatformMixin:
     # --- config ----------------------------------------------------------
     @classmethod
     def template_options(cls, vllm_config: VllmConfig) -> TemplateOptions:
-        return parse_options(vllm_config.additional_config)
+        return options_of(vllm_config)
 
     @classmethod
     def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
@@ -326,19 +326,27 @@ class TemplatePlatformMixin:
         (the base platform may have cleared them)."""
         from vllm.config import CUDAGraphMode
 
+        from vllm_platform_template.attention.paths import engine_attention_kernels
+
         cc = vllm_config.compilation_config
         device = cls.template_device
         requested = cc.cudagraph_mode.name if cc.cudagraph_mode is not None else "NONE"
+        # Resolved only where it decides anything: a device whose graphs hold whole steps.
+        kernels = (
+            engine_attention_kernels(vllm_config, device.torch_device_type)
+            if device.records_whole_steps
+            else None
+        )
         decision = policy.resolve_graph_mode(
             requested,
             enforce_eager=bool(
                 vllm_config.model_config is not None and vllm_config.model_config.enforce_eager
             ),
             pieces=int(cc.mode) == policy.MODE_VLLM_COMPILE,
-            device_full_graphs=device.full_graphs,
-            attention_full_graphs=cls.template_options(vllm_config).attention != "reference",
+            device_full_graphs=device.records_whole_steps,
+            attention_full_graphs=kernels is not None and kernels.full_graphs,
             # Asked only where it matters (vLLM logs its choice of runner when asked).
-            runner_v2=device.full_graphs and bool(vllm_config.use_v2_model_runner),
+            runner_v2=device.records_whole_steps and bool(vllm_config.use_v2_model_runner),
         )
         if decision.why:
             logger.info(

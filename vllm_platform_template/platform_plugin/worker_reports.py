@@ -16,7 +16,7 @@ from typing import Any
 
 from vllm.config import CompilationMode
 
-from vllm_platform_template.settings import parse_options
+from vllm_platform_template.settings import options_of
 
 
 class TemplateWorkerReports:
@@ -71,7 +71,7 @@ class TemplateWorkerReports:
         vllm_config = self.vllm_config  # type: ignore[attr-defined]
         compile_stats = snapshot()
         if vllm_config.compilation_config.mode == CompilationMode.VLLM_COMPILE:
-            compile_stats["stage"] = parse_options(vllm_config.additional_config).compile_stage
+            compile_stats["stage"] = options_of(vllm_config).compile_stage
         return {
             "compile": compile_stats,
             "graphs": graph_snapshot(),

@@ -308,6 +308,7 @@ class CpuAttentionKernels:
     name = "cpu_kernels"
     head_sizes: tuple[int, ...] = SUPPORTED_HEAD_SIZES
     full_graphs = False
+    rope_and_write_kv = None  # rotary and KV write are two kernels (write_kv)
 
     def config_problem(self, dtype: torch.dtype, block_size: int, head_size: int) -> str | None:
         usable, reason = available()

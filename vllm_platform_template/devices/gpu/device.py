@@ -75,8 +75,8 @@ DEVICE = TemplateDevice(
     # stage they stay native.
     native_under_inductor=("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
     uses_graph_pool=True,
-    # torch.<device>.graph records whole steps, and the Triton attention kernels plan
-    # from the batch shape alone: decode batches run as FULL graphs.
-    full_graphs=True,
+    # torch.<device>.graph records whole steps where the identity names a graph API
+    # (whether the attention kernels allow FULL graphs is theirs to say: full_graphs).
+    records_whole_steps=IDENTITY.graph_api is not None,
     pinned_device_view=pinned_device_view,
 )

@@ -167,6 +167,7 @@ class ReferenceAttentionKernels:
     name = "reference"
     head_sizes: tuple[int, ...] = ()  # any
     full_graphs = False
+    rope_and_write_kv = None  # rotary and KV write are two kernels (write_kv)
 
     def config_problem(self, dtype: torch.dtype, block_size: int, head_size: int) -> str | None:
         return None

@@ -67,7 +67,7 @@ def rope_and_cache_(
     per token written, ``-1`` skips).
     """
     key_cache, value_cache = attention_reference.split_kv_cache(kv_cache)
-    fused = getattr(attention, "rope_and_write_kv", None)
+    fused = attention.rope_and_write_kv
     if fused is not None:
         fused(
             positions,
