@@ -86,6 +86,14 @@ LEFT_OUT = (
     Entry("tests/e2e/test_scaffold.py", "tests this generator's output"),
     Entry("scaffold", "the new README's source (the README is written, not copied)"),
     Entry("README.md", "this project's claims; the new one is scaffold/README.md"),
+    # the README's details, moved out of it: this project's claims, as the README's
+    Entry("docs/testing.md", "this project's demo, test tiers and CI, as run here"),
+    Entry("docs/embedded-model.md", "how this project trained and checks the embedded model"),
+    Entry("docs/cpu.md", "the CPUs and the IPEX env this project ran on"),
+    Entry("docs/ray.md", "this project's Ray set-up and what it tested"),
+    Entry("docs/gpu-tier.md", "this project's GPU tier, bundle and H100 runs"),
+    Entry("docs/roads-and-graph-modes.md", "the README's notes on the kernel roads, graph modes"),
+    Entry("docs/new-plugin.md", "how this generator's output is proven and what it copies"),
     Entry("benchmarks", "this project's measurements against stock vLLM"),
     Entry("tests/unit/test_gpu_e2e_checks.py", "tests benchmarks/gpu_e2e.py's checks"),
     Entry("docs/results", "this project's measured results"),
@@ -201,7 +209,7 @@ EDITS: tuple[Edit, ...] = (
     Edit(
         "pyproject.toml",
         "# No `ipex` extra: IPEX 2.8 needs torch 2.8 and vLLM 0.32 torch 2.13, so no\n"
-        '# environment holds both; `tox -e ipex` builds IPEX\'s own (README, "IPEX tier").\n',
+        '# environment holds both; `tox -e ipex` builds IPEX\'s own (docs/cpu.md, "IPEX tier").\n',
         "",
     ),
     Edit(
