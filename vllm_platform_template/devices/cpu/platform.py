@@ -78,11 +78,8 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
     device_type = "cpu"
     # vLLM's Ray executor reserves one unit of this Ray resource per worker. vLLM's
     # CpuPlatform leaves it empty ("does not support ray"); the CPU is no Ray
-    # accelerator, so it is a custom resource the Ray nodes declare (the executor's
-    # assumptions about it: ray_workers.py).
-    # [template only] this project's guide, not copied into a generated plugin
-    # Declaring it on each host: docs/ray.md.
-    # [/template only]
+    # accelerator, so it is a custom resource the Ray nodes declare (docs/ray.md; the
+    # executor's assumptions about it: ray_workers.py).
     ray_device_key = CPU_RAY_RESOURCE
 
     def __init__(self) -> None:
