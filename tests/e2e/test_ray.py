@@ -5,7 +5,7 @@ RayExecutorV2: two Ray actors, gloo between them) must give the tokens of the
 multiprocessing executor's TP=2 run, which ``test_tensor_parallel.py`` makes with the
 same arguments (one engine start shared through ``engine_runs``). ``RAY_ADDRESS=local``
 keeps the run off any Ray cluster on the machine: the platform starts a local Ray
-instance declaring its resource (``ray_workers.py``) and the engine's exit ends it.
+instance declaring its resource (``devices/cpu/ray_workers.py``) and the engine's exit ends it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ BIND = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
 
 def test_ray_tp2_gives_the_multiprocessing_tokens(engine_runs) -> None:
     pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[cpu,dev,ray]'")
-    from vllm_platform_template.ray_workers import COULD_NOT_START
+    from vllm_platform_template.devices.cpu.ray_workers import COULD_NOT_START
 
     mp = engine_runs.run(*MP_TP2, env=BIND)
     try:

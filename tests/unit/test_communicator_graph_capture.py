@@ -21,9 +21,10 @@ from vllm.distributed.device_communicators.base_device_communicator import (
 )
 from vllm.distributed.parallel_state import GraphCaptureContext, GroupCoordinator
 
-from vllm_platform_template import patches
+from vllm_platform_template.devices.gpu import patches as gpu_patches
 from vllm_platform_template.devices.gpu.communicator import TemplateGpuCommunicator
 from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template.patches import all_patches
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_vllm_refuses_an_oot_communicator_without_the_patch(world, unpatched_gra
 
 
 def test_patched_capture_runs_on_the_communicators_stream(world, unpatched_graph_capture):
-    patches._oot_communicator_graph_capture()
+    gpu_patches._oot_communicator_graph_capture()
     communicator = TemplateGpuCommunicator(world, torch.device("cpu"), world)
     context = GraphCaptureContext(torch.cpu.Stream())
     with group_with(communicator).graph_capture(context) as ctx:
@@ -78,7 +79,7 @@ def test_patched_capture_runs_on_the_communicators_stream(world, unpatched_graph
 
 def test_patched_capture_leaves_other_communicators_to_vllm(world, unpatched_graph_capture):
     """A communicator without ``graph_capture`` still gets vLLM's own context (and assert)."""
-    patches._oot_communicator_graph_capture()
+    gpu_patches._oot_communicator_graph_capture()
     plain = DeviceCommunicatorBase(world, torch.device("cpu"), world)
     context = GraphCaptureContext(torch.cpu.Stream())
     with pytest.raises(AssertionError), group_with(plain).graph_capture(context):
@@ -86,6 +87,6 @@ def test_patched_capture_leaves_other_communicators_to_vllm(world, unpatched_gra
 
 
 def test_the_patch_is_registered_for_the_gpu_platform() -> None:
-    entry = next(p for p in patches.PATCHES if p.name == "oot_communicator_graph_capture")
+    entry = next(p for p in all_patches() if p.name == "oot_communicator_graph_capture")
     assert IDENTITY.device_type in entry.devices and "cpu" not in entry.devices
-    assert entry.apply is patches._oot_communicator_graph_capture
+    assert entry.apply is gpu_patches._oot_communicator_graph_capture

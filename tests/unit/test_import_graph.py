@@ -37,9 +37,6 @@ LAYERS = {
     "embedded_model": 1,
     "device": 2,
     "patches": 3,
-    # [full only] Ray across hosts
-    "ray_workers": 3,
-    # [/full only]
     "compiler": 3,
     "graph_wrapper": 3,
     "attention": 3,

@@ -305,8 +305,8 @@ def test_a_first_light_plugin_has_no_triton_and_no_cpu_reference_backend(generat
     assert [p for p, t in texts.items() if re.search(r"^\s*(import|from) triton", t, re.M)] == []
     assert not (project / "vllm_acme/devices/cpu").exists()
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py")) == sorted(
-        ["__init__.py", "availability.py", "identity.py", "platform.py", "torch_contract.py",
-         "worker.py", *FIRST_LIGHT_FILES]
+        ["__init__.py", "availability.py", "identity.py", "patches.py", "platform.py",
+         "torch_contract.py", "worker.py", *FIRST_LIGHT_FILES]
     )  # fmt: skip
     # the kernel table is the reference kernels; attention the reference's subclass
     kernels = (folder / "kernels/__init__.py").read_text()

@@ -112,7 +112,7 @@ class FakeRay:
 @pytest.fixture
 def ray_workers():
     pytest.importorskip("ray", reason="Ray is not installed")
-    from vllm_platform_template import ray_workers
+    from vllm_platform_template.devices.cpu import ray_workers
 
     return ray_workers
 

@@ -130,7 +130,6 @@ FIRST_LIGHT_LEFT_OUT = (
     ),
     Entry("vllm_platform_template/models", "the hand-fused model (speed tier)"),
     Entry("vllm_platform_template/conformance", "the IR providers' conformance kit (speed tier)"),
-    Entry("vllm_platform_template/ray_workers.py", "Ray across hosts (speed tier)"),
     Entry("docs/ray.md", "the CPU backend across hosts with Ray (speed tier)"),
     Entry("vllm_platform_template/cli/bench_ops.py", "times kernels against vLLM's (speed tier)"),
 )

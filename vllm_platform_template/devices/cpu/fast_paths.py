@@ -24,7 +24,8 @@ kernel; ``topk_topp_sampler.py`` CPU path    ``init_device``
 ==========================================  ======================================
 
 The GEMM, sampler and batch-default rows rebind vLLM objects, so their code is
-in the patch registry (``patches.py``) with why and when to remove it; this module keeps the
+in this folder's entries of the patch registry (``devices/cpu/patches.py``) with
+why and when to remove it; this module keeps the
 thread binding, which changes only the process's own state.
 """
 

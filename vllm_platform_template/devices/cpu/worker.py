@@ -15,8 +15,8 @@ from vllm.config import VllmConfig
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from vllm_platform_template import patches
 from vllm_platform_template.devices.cpu import fast_paths as cpu_fast_paths
+from vllm_platform_template.devices.cpu import patches
 from vllm_platform_template.platform_plugin.worker_reports import TemplateWorkerReports
 
 
