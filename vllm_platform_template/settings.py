@@ -2,7 +2,8 @@
 
 It imports nothing of the plugin, nor vLLM nor torch, so importing a setting
 never runs a version check or loads a kernel (as vllm-ascend's
-``ascend_config.py`` and vllm-metal's ``config.py``).
+``ascend_config.py`` and vllm-metal's ``config.py``); the device registry reads
+the device folders' ``__init__`` tables (standard library only) on first use.
 
 What lives here:
 
@@ -14,6 +15,8 @@ What lives here:
 
       --additional-config '{"template": {"compile_stage": "fusion_only"}}'
 
+- the device registry (``DEVICE_PACKAGES``, ``PLATFORM_QUALNAMES``), from the
+  device folders present;
 - the names other modules meet each other by: qualnames vLLM resolves
   (compiler, pass manager, graph wrapper, attention backend), the pass-manager
   key, the attention backend's name and its kernel paths.
@@ -49,33 +52,50 @@ ENVIRONMENT_VARIABLES = {
 SUPPORTED_VLLM_VERSION = "0.32.0"
 SUPPORTED_VLLM_VERSIONS = ("0.32.0", "0.33.0")
 
-# --- devices: one folder each (device.py) -------------------------------------------
+# --- devices: one folder each (devices/<name>/) --------------------------------------
 PACKAGE = "vllm_platform_template"
-# torch device type (= the VLLM_TEMPLATE_DEVICE value) -> the device's folder
-DEVICE_PACKAGES = {
-    # [full only] the CPU reference backend
-    "cpu": f"{PACKAGE}.devices.cpu",
-    # [/full only]
-    "cuda": f"{PACKAGE}.devices.gpu",
-    "xpu": f"{PACKAGE}.devices.xpu",
-}
-# the vLLM Platform class of each device, as vLLM's platform plugin entry point returns it
-PLATFORM_QUALNAMES = {
-    # [full only] the CPU reference backend
-    "cpu": f"{DEVICE_PACKAGES['cpu']}.platform.TemplateCpuPlatform",
-    # [/full only]
-    "cuda": f"{DEVICE_PACKAGES['cuda']}.platform.TemplateGpuPlatform",
-    "xpu": f"{DEVICE_PACKAGES['xpu']}.platform.TemplateXpuPlatform",
-}
+DEVICES_PACKAGE = f"{PACKAGE}.devices"
+# Read from the device folders present, on first use (PEP 562, below): each folder's
+# ``__init__`` names its torch device type (``DEVICE_TYPE``) and its platform class
+# (``PLATFORM_CLASS``, in its ``platform.py``), importing nothing but the standard
+# library and its identity table. A plugin made by ``vllm-template new`` has the folders
+# it has, so nothing here names one.
+DEVICE_PACKAGES: dict[str, str]
+"""torch device type (= the VLLM_TEMPLATE_DEVICE value) -> the device's folder."""
+PLATFORM_QUALNAMES: dict[str, str]
+"""torch device type -> its vLLM Platform class, as the platform entry point returns it."""
 
-# [full only] Ray across hosts, for the CPU reference backend
-# --- Ray ----------------------------------------------------------------------------
-# The Ray resource the CPU platform's workers reserve, one unit per worker
-# (``Platform.ray_device_key``): a CPU is no Ray accelerator, and Ray reserves "CPU"
-# for its own scheduling, so every Ray node that may run CPU workers declares this
-# custom resource (``ray start --resources '{"template_cpu": N}'``).
-CPU_RAY_RESOURCE = "template_cpu"
-# [/full only]
+
+@functools.cache
+def _device_folders() -> tuple[dict[str, str], dict[str, str]]:
+    import importlib
+    import pkgutil
+
+    devices = importlib.import_module(DEVICES_PACKAGE)
+    packages: dict[str, str] = {}
+    platforms: dict[str, str] = {}
+    for info in sorted(pkgutil.iter_modules(devices.__path__), key=lambda i: i.name):
+        if not info.ispkg:
+            continue
+        folder = importlib.import_module(f"{DEVICES_PACKAGE}.{info.name}")
+        device_type: str = folder.DEVICE_TYPE
+        if device_type in packages:
+            raise RuntimeError(
+                f"{folder.__name__} and {packages[device_type]} both name device type "
+                f"{device_type!r}: one folder per device"
+            )
+        packages[device_type] = folder.__name__
+        platforms[device_type] = f"{folder.__name__}.platform.{folder.PLATFORM_CLASS}"
+    return packages, platforms
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEVICE_PACKAGES":
+        return _device_folders()[0]
+    if name == "PLATFORM_QUALNAMES":
+        return _device_folders()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # --- names vLLM resolves ----------------------------------------------------------
 COMPILER_QUALNAME = f"{PACKAGE}.compiler.TemplateCompiler"

@@ -12,10 +12,11 @@ from types import SimpleNamespace
 import pytest
 
 from vllm_platform_template import patches
+from vllm_platform_template.devices.cpu import CPU_RAY_RESOURCE
 from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.devices.cpu.platform import TemplateCpuPlatform
 from vllm_platform_template.platform_plugin import policy
-from vllm_platform_template.settings import CPU_RAY_RESOURCE, DEVICE_ENV
+from vllm_platform_template.settings import DEVICE_ENV
 
 
 def test_the_cpu_platform_names_its_own_ray_resource() -> None:

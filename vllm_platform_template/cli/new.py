@@ -199,13 +199,6 @@ class Edit:
 
 
 EDITS: tuple[Edit, ...] = (
-    # no XPU folder
-    Edit("vllm_platform_template/settings.py", '    "xpu": f"{PACKAGE}.devices.xpu",\n', ""),
-    Edit(
-        "vllm_platform_template/settings.py",
-        '    "xpu": f"{DEVICE_PACKAGES[\'xpu\']}.platform.TemplateXpuPlatform",\n',
-        "",
-    ),
     Edit(
         "pyproject.toml",
         "# No `ipex` extra: IPEX 2.8 needs torch 2.8 and vLLM 0.32 torch 2.13, so no\n"
@@ -636,16 +629,6 @@ def _port_edits(device: str) -> tuple[Edit, ...]:
             '(devices/gpu) and the CPU reference backend its CI runs on."',
             'description = "Out-of-tree platform plugin for vLLM 0.32 at first light: one device '
             'folder (devices/gpu), proven on the CPU."',
-        ),
-        Edit(
-            f"{PACKAGE_DIR}/settings.py",
-            '    "cuda": f"{PACKAGE}.devices.gpu",\n',
-            f'    "{device}": f"{{PACKAGE}}.devices.gpu",\n',
-        ),
-        Edit(
-            f"{PACKAGE_DIR}/settings.py",
-            '    "cuda": f"{DEVICE_PACKAGES[\'cuda\']}.platform.TemplateGpuPlatform",\n',
-            f'    "{device}": f"{{DEVICE_PACKAGES[\'{device}\']}}.platform.TemplateGpuPlatform",\n',
         ),
     )
 

@@ -11,5 +11,16 @@ runs in public CI. The folder:
   out-of-tree platform loses), ``policy.py`` (the CPU's config decisions as
   pure functions), ``availability.py``.
 
-``device.py`` is the device object (no vLLM import).
+``device.py`` is the device object (no vLLM import). This ``__init__`` is the
+folder's entry in the device registry (``settings.DEVICE_PACKAGES``): standard
+library only.
 """
+
+DEVICE_TYPE = "cpu"  # its tensors' torch device type: the VLLM_TEMPLATE_DEVICE value
+PLATFORM_CLASS = "TemplateCpuPlatform"  # in platform.py
+
+# The Ray resource the CPU platform's workers reserve, one unit per worker
+# (``Platform.ray_device_key``): a CPU is no Ray accelerator, and Ray reserves "CPU"
+# for its own scheduling, so every Ray node that may run CPU workers declares this
+# custom resource (``ray start --resources '{"template_cpu": N}'``; docs/ray.md).
+CPU_RAY_RESOURCE = "template_cpu"

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from vllm.platforms.cpu import CpuPlatform
 
+from vllm_platform_template.devices.cpu import CPU_RAY_RESOURCE
 from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.devices.cpu.device import DEVICE
 from vllm_platform_template.log import QuietedMessage, get_logger, quiet_vllm_messages
 from vllm_platform_template.patches import apply_patch
 from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
-from vllm_platform_template.settings import CPU_RAY_RESOURCE
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig

@@ -4,7 +4,8 @@ vLLM's default Ray executor (``RayExecutorV2``, vllm/v1/executor/ray_executor_v2
 ``VLLM_USE_RAY_V2_EXECUTOR_BACKEND=1``) reserves one unit of the platform's
 ``ray_device_key`` per worker in a placement group and starts each worker as a Ray
 actor in one of its bundles. The template CPU platform's key is a custom resource
-(``settings.CPU_RAY_RESOURCE``) that each Ray node declares. Two places in vLLM 0.32
+(``CPU_RAY_RESOURCE``, in this folder's ``__init__``) that each Ray node declares. Two
+places in vLLM 0.32
 assume the key is a Ray accelerator (GPU, TPU, ...) and are replaced here, through the
 patch registry (``patches.py``, ``ray_custom_resource``):
 

@@ -6,5 +6,10 @@ provider ``template_ipex`` is also tested on CPU tensors in ``tox -e ipex``),
 this project: the config policy is unit-tested on CPU; nothing here has run on
 an XPU, and it has no attention kernels or graph backend of its own yet.
 
-``device.py`` is the device object (no vLLM import).
+``device.py`` is the device object (no vLLM import). This ``__init__`` is the
+folder's entry in the device registry (``settings.DEVICE_PACKAGES``): standard
+library only.
 """
+
+DEVICE_TYPE = "xpu"  # its tensors' torch device type: the VLLM_TEMPLATE_DEVICE value
+PLATFORM_CLASS = "TemplateXpuPlatform"  # in platform.py
