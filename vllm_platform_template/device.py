@@ -211,6 +211,22 @@ class TemplateDevice:
     """A device view of pinned host memory (vLLM's UVA buffers), if the device has one."""
     kernel_test_device_type: str | None = None
     """Where the conformance kit runs its provider (None: ``torch_device_type``)."""
+    packages: tuple[str, ...] = ()
+    """The distributions its kernels come from, whose versions reports name."""
+    describe_libraries: Callable[[], dict[str, Any]] | None = None
+    """Loads its kernel libraries (:attr:`load_libraries`) and says what loaded and why,
+    for reports (``doctor``, the kernel benchmarks): ``name``, ``loaded``, ``reason`` and what
+    else matters. None: nothing to describe."""
+    checkpoint_dtype: Callable[[str], tuple[str, str | None]] = field(
+        default=lambda dtype: (dtype, None)
+    )
+    """``(checkpoint dtype) -> (dtype to run, why it differs or None)``: where the device
+    cannot run a checkpoint's dtype well here, the dtype the demo runs instead."""
+    graph_mode_note: str = ""
+    """Why :attr:`default_graph_mode` is what it is, when it is not vLLM's, for reports."""
+    explain_log_warnings: Callable[[dict[str, Any]], str] | None = None
+    """``(engine report) -> what the warnings its vLLM worker logs are about``, for reports
+    (None: it logs none worth explaining)."""
 
     def kernels_status(self) -> tuple[bool, str]:
         """:attr:`status`, computed once per process."""

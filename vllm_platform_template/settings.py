@@ -25,6 +25,7 @@ What lives here:
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -117,12 +118,9 @@ COMPILE_KEY_CONFIG_KEY = "template_compile_key"
 # --- plugin options -------------------------------------------------------------
 CONFIG_KEY = "template"
 COMPILE_STAGES = ("graph", "fusion_only")
-MODEL_IMPLS = (
-    "vllm",
-    # [full only] the hand-fused model
-    "fused",
-    # [/full only]
-)
+# ``vllm``: vLLM's model classes; and the plugin's own device-specific model code, where
+# the plugin has it (``models/``: found without importing it).
+MODEL_IMPLS = ("vllm", "fused") if importlib.util.find_spec(f"{PACKAGE}.models") else ("vllm",)
 ATTENTION_REQUESTS = ("auto", "reference")
 KERNEL_ROADS = ("ir", "custom_op")
 

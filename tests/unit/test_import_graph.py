@@ -43,10 +43,8 @@ LAYERS = {
     "ir_impls": 3,
     "custom_ops": 3,
     "reporting": 3,
-    # [full only] the hand-fused model, the providers' conformance kit
     "models": 4,
     "conformance": 4,
-    # [/full only]
     "platform_plugin": 5,
     "devices": 6,
     "cli": 7,
@@ -147,7 +145,9 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_every_subpackage_has_a_layer() -> None:
     units = {_unit(module) for module in _modules()}
-    assert units == set(LAYERS), "place new subpackages in LAYERS (and the README table)"
+    assert units <= set(LAYERS), "place new subpackages in LAYERS (and the README table)"
+    # a plugin made by `vllm-template new` may leave these out (the first-light shape)
+    assert set(LAYERS) - units <= {"models", "conformance"}, set(LAYERS) - units
 
 
 @pytest.mark.parametrize("src", sorted(LAYERS))

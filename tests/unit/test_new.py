@@ -251,7 +251,14 @@ def test_configuration_holds_only_what_is_copied(generated) -> None:
     assert sections and not set(TOX_SECTIONS_LEFT_OUT) & set(sections)
     for config in ("tox.ini", "pyproject.toml", ".ci/run"):
         assert "ipex" not in (project / config).read_text().lower(), config
-    assert '"new"' not in (project / "vllm_acme/cli/main.py").read_text()
+    commands = subprocess.run(
+        [sys.executable, "-c", "import vllm_acme.cli.main as m; print(sorted(m.COMMANDS))"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    # the command line offers the tools the plugin has: no generator, no bench-ops
+    assert commands.stdout.strip() == "['demo', 'doctor', 'serve', 'tiny-model']", commands
     pyproject = (project / "pyproject.toml").read_text()
     assert 'name = "vllm-acme"' in pyproject and 'acme = "vllm_acme:register"' in pyproject
     assert "at first light: one device folder (devices/npu)" in pyproject

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_platform_template.settings import TemplateOptions, parse_options
+from vllm_platform_template.settings import MODEL_IMPLS, TemplateOptions, parse_options
 
 
 def test_defaults() -> None:
@@ -17,9 +17,8 @@ def test_values() -> None:
     options = parse_options({"template": {"compile_stage": "fusion_only", "model_impl": "vllm"}})
     assert options.compile_stage == "fusion_only"
     assert options.model_impl == "vllm"
-    # [full only] the hand-fused model
-    assert parse_options({"template": {"model_impl": "fused"}}).model_impl == "fused"
-    # [/full only]
+    for impl in MODEL_IMPLS:  # vLLM's classes, and the plugin's own model code where it has it
+        assert parse_options({"template": {"model_impl": impl}}).model_impl == impl
 
 
 @pytest.mark.parametrize(

@@ -69,8 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _sync(device: str) -> None:
     import torch
 
-    if device != "cpu":
-        torch.get_device_module(device).synchronize()
+    torch.get_device_module(device).synchronize()  # torch.cpu's: returns at once
 
 
 def median_seconds(fn: Callable[[], Any], reset: Callable[[], None], device: str) -> float:
@@ -91,11 +90,14 @@ def median_seconds(fn: Callable[[], Any], reset: Callable[[], None], device: str
 
 
 def last_level_cache_bytes(device: str) -> int | None:
-    """Size of the device's last-level cache (CPU: cpu0's highest level in sysfs; CUDA: L2)."""
+    """Size of the device's last-level cache: the L2 its torch module reports (CUDA's
+    ``L2_cache_size``), else cpu0's highest level in sysfs (the host CPU)."""
     import torch
 
-    if device == "cuda":
-        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size)
+    module = torch.get_device_module(device)
+    if hasattr(module, "get_device_properties"):
+        l2 = getattr(module.get_device_properties(module.current_device()), "L2_cache_size", None)
+        return int(l2) if l2 else None
     levels: dict[int, int] = {}
     for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
@@ -148,15 +150,15 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
     select_device(None)  # measure kernels directly; no platform needed
     import vllm_platform_template.ir_impls  # noqa: F401
+    from vllm_platform_template.device import device_for
 
-    kernels = None
+    libraries = None
     if args.device is None:
         accelerator = torch.accelerator.current_accelerator(check_available=True)
         args.device = accelerator.type if accelerator is not None else "cpu"
-    if args.device == "cpu":
-        from vllm_platform_template.devices.cpu import vllm_cpu_build
-
-        kernels = vllm_cpu_build.describe(vllm_cpu_build.load_cpu_kernels())
+    template_device = device_for(args.device)
+    if template_device is not None and template_device.describe_libraries is not None:
+        libraries = template_device.describe_libraries()
 
     device = args.device
     dtypes = [getattr(torch, d) for d in args.dtypes.split(",")]
@@ -210,11 +212,11 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     )
     return {
         "device": device,
-        "device_name": "cpu"
-        if device == "cpu"
-        else torch.get_device_module(device).get_device_name(),
+        "device_name": getattr(
+            torch.get_device_module(device), "get_device_name", lambda: device
+        )(),
         "threads": torch.get_num_threads(),
-        "vllm_cpu_kernels": kernels,
+        "libraries": libraries,
         "torch": torch.__version__,
         "copy_gb_per_s": round(copy_bw / 1e9, 2),
         "last_level_cache_bytes": llc,
@@ -243,8 +245,9 @@ def print_table(result: dict[str, Any]) -> None:
         f"device {result['device_name']} ({result['threads']} threads), torch {result['torch']}, "
         f"copy bandwidth {result['copy_gb_per_s']} GB/s (read + write)"
     )
-    if result.get("vllm_cpu_kernels"):
-        print(f"vLLM CPU kernels: {result['vllm_cpu_kernels']}")
+    if result.get("libraries"):
+        libraries = result["libraries"]
+        print(f"{libraries.get('name', 'kernel libraries')}: {libraries}")
     header = f"{'op':<20} {'provider':<16} {'shape':>11} {'dtype':<9} {'us':>9} {'GB/s':>8}"
     print(header + f" {'%copy':>6} {'x native':>9} {'x compiled':>10}")
     for r in result["rows"]:

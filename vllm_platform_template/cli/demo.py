@@ -111,25 +111,23 @@ def checkpoint_dtype(model_dir: Path, device: str) -> str:
     float32 checkpoint in bf16/fp16; the demo and the parity tests want the
     checkpoint's own precision).
 
-    On the CPU a bf16 checkpoint runs in bf16 wherever one of vLLM's kernel
-    builds loaded (every build runs bf16: ``vllm_cpu_build.bf16_problem``, the
-    rule the bf16 tests follow too); only without one does it fall back to
-    float32, with a warning saying why.
+    Where the device cannot run that dtype well here, its folder says what runs
+    instead (``TemplateDevice.checkpoint_dtype``; the CPU: float32 for bf16 without
+    one of vLLM's kernel builds), with a warning saying why.
     """
     config = json.loads((model_dir / "config.json").read_text())
     dtype = str(config.get("dtype") or config.get("torch_dtype") or "float32")
-    # [full only] the CPU reference backend
-    if dtype == "bfloat16" and device == "cpu":
-        from vllm_platform_template.devices.cpu import vllm_cpu_build
+    from vllm_platform_template.device import device_for
 
-        problem = vllm_cpu_build.bf16_problem(vllm_cpu_build.load_cpu_kernels())
-        if problem is not None:
-            from vllm_platform_template.log import get_logger
+    template_device = device_for(device)
+    if template_device is None:
+        return dtype
+    runs, problem = template_device.checkpoint_dtype(dtype)
+    if problem is not None:
+        from vllm_platform_template.log import get_logger
 
-            get_logger(__name__).warning("running the bf16 checkpoint in float32: %s", problem)
-            return "float32"
-    # [/full only]
-    return dtype
+        get_logger(__name__).warning("running the %s checkpoint in %s: %s", dtype, runs, problem)
+    return runs
 
 
 def build_engine_kwargs(args: argparse.Namespace, model_dir: Path) -> dict[str, Any]:
@@ -312,9 +310,9 @@ def graph_mode_reason(report: dict[str, Any], engine_kwargs: dict[str, Any], sto
     device = device_for(str(report.get("device")))
     if device is None or device.default_graph_mode is None:
         return "vLLM's default"
-    if device.default_graph_mode == "NONE" and device.name == "cpu":
-        return f"the CPU default (its graph emulation saves no time); on: {GRAPHS_ON}"
-    return f"the {device.name} default"
+    if device.default_graph_mode == "NONE" and device.graph_mode_note:
+        return f"the {device.name.upper()} default ({device.graph_mode_note}); on: {GRAPHS_ON}"
+    return f"the {device.name.upper()} default"
 
 
 def print_human(report: dict[str, Any]) -> None:
@@ -386,23 +384,15 @@ def print_human(report: dict[str, Any]) -> None:
         print(f"{key:<{width}}  {value}")
 
 
-# vLLM's CPU worker advises these in LD_PRELOAD on x86 Linux (cpu_worker.py, init_device).
-CPU_PRELOAD_ADVICE = ("libtcmalloc", "libiomp")
-
-
 def log_warnings_row(report: dict[str, Any]) -> str:
-    """What the warnings left in the demo's log (the e2e tier allows them) are about."""
-    if report["device"] != "cpu" or "worker_ld_preload" not in report:
+    """What the warnings left in the demo's log (the e2e tier allows them) are about:
+    the device folder says (``TemplateDevice.explain_log_warnings``)."""
+    from vllm_platform_template.device import device_for
+
+    device = device_for(str(report.get("device")))
+    if device is None or device.explain_log_warnings is None:
         return ""
-    missing = [lib for lib in CPU_PRELOAD_ADVICE if lib not in report["worker_ld_preload"]]
-    notes = []
-    if missing:
-        notes.append(
-            f"vLLM's CPU worker: {', '.join(missing)} not in LD_PRELOAD (optional speed-ups, "
-            "vLLM's CPU install guide)"
-        )
-    notes.append("torch's NUMA binding notice (the worker's memory stays on its CPUs' node)")
-    return "; ".join(notes)
+    return device.explain_log_warnings(report)
 
 
 def graphs_row(report: dict[str, Any]) -> str:

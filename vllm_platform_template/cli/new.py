@@ -206,11 +206,6 @@ EDITS: tuple[Edit, ...] = (
         "",
     ),
     Edit(
-        "vllm_platform_template/cli/doctor.py",
-        '                "intel-extension-for-pytorch",\n',
-        "",
-    ),
-    Edit(
         ".ci/run",
         "# AVX2 host it is the native path), and the IPEX provider in its own env.\n",
         "# AVX2 host it is the native path).\n",
@@ -228,13 +223,6 @@ EDITS: tuple[Edit, ...] = (
         "# vLLM's own tests (the ci suite of tests/upstream/selection.toml) on the template "
         "platform;\n# fails on an unlisted failure or on a listed known failure that passes "
         "(docs/conformance.md)\npython3 -m tox -e upstream\n",
-        "",
-    ),
-    # no generator
-    Edit(
-        "vllm_platform_template/cli/main.py",
-        '    "new": ("vllm_platform_template.cli.new", '
-        '"start a plugin for a new device from this one"),\n',
         "",
     ),
     # what the new project is

@@ -25,6 +25,7 @@ reserved XPU backend) and report ``PlatformEnum.OOT``; see
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 from typing import TYPE_CHECKING, ClassVar
 
@@ -42,6 +43,7 @@ from vllm_platform_template.settings import (
     ENV_PREFIX,
     ENVIRONMENT_VARIABLES,
     GRAPH_WRAPPER_QUALNAME,
+    PACKAGE,
     PASS_MANAGER_QUALNAME,
     TemplateOptions,
     options_of,
@@ -163,10 +165,10 @@ class TemplatePlatformMixin:
         super().apply_config_platform_defaults(vllm_config)  # type: ignore[misc]
         options = cls.template_options(vllm_config)  # fail early on bad options
         cc = vllm_config.compilation_config
-        # [full only] the hand-fused model (speed tier)
-        if options.model_impl == "fused":
-            cls._use_fused_model(vllm_config)
-        # [/full only]
+        if options.model_impl != "vllm":
+            # the plugin's own device-specific model code (settings.MODEL_IMPLS: where the
+            # plugin has it, models/ decides what its classes replace)
+            importlib.import_module(f"{PACKAGE}.models").use_model_code(vllm_config)
         mode = policy.effective_mode(cc.mode, int(vllm_config.optimization_level))
         if cc.ir_enable_torch_wrap is None:
             cc.ir_enable_torch_wrap = policy.ir_torch_wrap(mode)
@@ -174,40 +176,6 @@ class TemplatePlatformMixin:
             cc.custom_ops.append(policy.default_custom_ops_base(mode))
         cc.custom_ops.extend(policy.custom_ops_for_road(options.kernel_road, cc.custom_ops))
         cls._apply_graph_defaults(vllm_config, mode)
-
-    # [full only] the hand-fused model (speed tier)
-    @classmethod
-    def _use_fused_model(cls, vllm_config: VllmConfig) -> None:
-        """The manual-fusion road: the plugin's model class, no full-graph compilation."""
-        from vllm.config import CompilationMode
-
-        from vllm_platform_template.models import FUSED_MODELS
-
-        cc = vllm_config.compilation_config
-        if cc.mode not in (None, CompilationMode.NONE):
-            raise ValueError(
-                'model_impl "fused" runs without full-graph compilation; remove the '
-                f'compilation mode {cc.mode!r} or use model_impl "vllm"'
-            )
-        cc.mode = CompilationMode.NONE
-        model_config = vllm_config.model_config
-        if model_config is None:
-            return
-        architectures = [a for a in model_config.architectures if a in FUSED_MODELS]
-        if not architectures:
-            raise ValueError(
-                f'model_impl "fused" has device-specific code for {sorted(FUSED_MODELS)}, '
-                f'not for {model_config.architectures}; use model_impl "vllm"'
-            )
-        for arch in architectures:
-            model_config.model_class_overrides.setdefault(arch, FUSED_MODELS[arch])
-        logger.info(
-            "template platform: model_impl=fused: %s uses %s, compilation off",
-            architectures,
-            [FUSED_MODELS[a] for a in architectures],
-        )
-
-    # [/full only]
 
     @classmethod
     def _apply_graph_defaults(cls, vllm_config: VllmConfig, mode: int) -> None:

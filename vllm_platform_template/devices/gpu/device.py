@@ -79,4 +79,5 @@ DEVICE = TemplateDevice(
     # (whether the attention kernels allow FULL graphs is theirs to say: full_graphs).
     records_whole_steps=IDENTITY.graph_api is not None,
     pinned_device_view=pinned_device_view,
+    packages=("triton",),
 )

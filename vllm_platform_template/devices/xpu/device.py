@@ -43,4 +43,5 @@ DEVICE = TemplateDevice(
     graph_backend=graph_backend,
     # No measurements on an XPU: Inductor's code for all three ops until there are.
     native_under_inductor=("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
+    packages=("intel-extension-for-pytorch",),
 )

@@ -14,7 +14,7 @@ the decoder layer and the attention block, which call the fused ops in
   attention through the layer's ``TEMPLATE_ATTN`` implementation.
 
 It runs without full-graph compilation (``CompilationMode.NONE``, set by the
-platform: ``TemplatePlatformMixin._use_fused_model``): no Dynamo trace and no
+platform: ``models.use_model_code``): no Dynamo trace and no
 compile at start-up.
 """
 
