@@ -179,6 +179,7 @@ FIRST_LIGHT_TESTS = (
     Entry("tests/unit/test_cli_imports.py", "the command starts with the standard library"),
     Entry("tests/unit/test_compile_cache.py", "the trusted compile cache"),
     Entry("tests/unit/test_custom_op_registration.py", "the CustomOps reach the kernel table"),
+    Entry("tests/unit/test_device_branches.py", "no device branch outside the device folders"),
     Entry("tests/unit/test_device_identity.py", "the identity table, the tiers, activation"),
     Entry("tests/unit/test_embedded_model.py", "the test model"),
     Entry("tests/unit/test_gpu_platform.py", "the platform's shape and first-light policy"),
