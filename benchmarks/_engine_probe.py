@@ -80,8 +80,8 @@ def main() -> None:
     sys.stdout = sys.stderr  # anything else printed must not corrupt the answers
     spec = json.loads(sys.argv[1])
     variant = VARIANTS[spec["variant"]]
-    from vllm_platform_template.cli.environment import logs_to_stderr, select_device
-    from vllm_platform_template.embedded_model import PRESETS, ensure_model
+    from vllm_platform_template_tools.cli.environment import logs_to_stderr, select_device
+    from vllm_platform_template_tools.embedded_model import PRESETS, ensure_model
 
     select_device(variant["device"])
     os.environ.update(variant.get("env", {}))
@@ -99,7 +99,7 @@ def main() -> None:
         preset = PRESETS[spec["size"]]
     from vllm import LLM, SamplingParams
 
-    from vllm_platform_template.cli.demo import checkpoint_dtype
+    from vllm_platform_template_tools.cli.demo import checkpoint_dtype
 
     kwargs |= {
         "model": str(model_dir),

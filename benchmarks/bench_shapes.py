@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vllm_platform_template.embedded_model.presets import ModelPreset
-from vllm_platform_template.embedded_model.writer import default_cache_dir, hf_config
+from vllm_platform_template_tools.embedded_model.presets import ModelPreset
+from vllm_platform_template_tools.embedded_model.writer import default_cache_dir, hf_config
 
 SHAPES: dict[str, ModelPreset] = {
     # The 1.1B Llama shape of the shared reference's stock-vs-template measurements.

@@ -1,7 +1,7 @@
 """Extract Jane Austen's novels from Debian's ``r-cran-janeaustenr`` without R.
 
 The ``tiny`` model's training text comes from this package (*Pride and
-Prejudice* is shipped in ``vllm_platform_template/embedded_model/text/``; the
+Prejudice* is shipped in ``vllm_platform_template_tools/embedded_model/text/``; the
 five other novels are not, ``tools/train_tiny_model.py`` reads them from this
 tool's output): CRAN's ``janeaustenr`` 1.0.0 (Julia Silge; code MIT,
 the novels public domain) ships Austen's six completed novels as R character

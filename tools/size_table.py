@@ -3,7 +3,7 @@
     python tools/size_table.py
 
 Generates both plugins into a temporary folder with ``vllm-template new`` and
-measures them and this project with :func:`vllm_platform_template.cli.new.size_table`
+measures them and this project with :func:`vllm_platform_template_tools.cli.new.size_table`
 (non-blank lines of code and docs; the embedded model's data files counted as
 files only). ``tests/unit/test_new.py`` checks that README.md holds this table.
 """
@@ -15,7 +15,7 @@ import io
 import tempfile
 from pathlib import Path
 
-from vllm_platform_template.cli.new import generate, project_root, size_table
+from vllm_platform_template_tools.cli.new import generate, project_root, size_table
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Train the ``tiny`` embedded model on Jane Austen's six novels.
 
 Run once by a maintainer; the result is committed under
-``vllm_platform_template/embedded_model/trained/`` (tokenizer, fp16 weights and
+``vllm_platform_template_tools/embedded_model/trained/`` (tokenizer, fp16 weights and
 ``tiny_training.json`` with the command, the device, every setting below and
 the measured losses), and ``vllm-template tiny-model`` writes the fp32
 checkpoint from it. To reproduce:
@@ -44,21 +44,21 @@ from transformers import LlamaConfig, LlamaForCausalLM
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vllm_platform_template.embedded_model import text_data  # noqa: E402
-from vllm_platform_template.embedded_model.presets import PRESETS  # noqa: E402
-from vllm_platform_template.embedded_model.tokenizer import (  # noqa: E402
+from vllm_platform_template_tools.embedded_model import text_data  # noqa: E402
+from vllm_platform_template_tools.embedded_model.presets import PRESETS  # noqa: E402
+from vllm_platform_template_tools.embedded_model.tokenizer import (  # noqa: E402
     BOS_TOKEN,
     EOS_TOKEN,
     special_token_id,
     train_tokenizer,
 )
-from vllm_platform_template.embedded_model.trained import (  # noqa: E402
+from vllm_platform_template_tools.embedded_model.trained import (  # noqa: E402
     TRAINED_DIR,
     tokenizer_path,
     training_record_path,
     weights_path,
 )
-from vllm_platform_template.embedded_model.writer import hf_config  # noqa: E402
+from vllm_platform_template_tools.embedded_model.writer import hf_config  # noqa: E402
 
 # Austen's five other novels, training text beside Pride and Prejudice chapters 1-58
 # (the held-out chapters stay unseen). Not shipped: tools/austen_from_debian.py

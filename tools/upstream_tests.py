@@ -532,7 +532,7 @@ def _run(args: argparse.Namespace) -> int:
     cache = cache_dir()
     sdist = fetch_sdist(version, selection.sdist_sha256[version], cache, args.index_url)
     tree = extract_tests(sdist, cache / f"vllm-{version}")
-    from vllm_platform_template.embedded_model import ensure_model
+    from vllm_platform_template_tools.embedded_model import ensure_model
 
     work = Path(tempfile.mkdtemp(prefix=f"upstream-{version}-"))
     # A private copy: the shared model cache may be rewritten by another checkout meanwhile.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_platform_template.embedded_model import ensure_model
+from vllm_platform_template_tools.embedded_model import ensure_model
 
 
 def small_model_dir() -> Path:

@@ -20,8 +20,8 @@ import pytest
 from engine_exit import stock_exit_abort
 from hf_reference import hf_greedy_on
 
-from vllm_platform_template.embedded_model import ensure_model
 from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+from vllm_platform_template_tools.embedded_model import ensure_model
 
 RUN_TIMEOUT_S = 900
 
@@ -68,7 +68,14 @@ class EngineRuns:
         if args and args[0] == sys.executable:
             cmd = args
         else:
-            cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", "--json", *args]
+            cmd = [
+                sys.executable,
+                "-m",
+                "vllm_platform_template_tools.cli.main",
+                "demo",
+                "--json",
+                *args,
+            ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         if check and proc.returncode != 0 and not stock_exit_abort(args, proc):
             raise EngineRunError(

@@ -28,8 +28,8 @@ def device_dispatch_counts() -> dict[str, int] | None:
 
 def main(argv: list[str]) -> int:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the worker runs in this process
-    from vllm_platform_template.cli import demo
-    from vllm_platform_template.cli.main import build_parser
+    from vllm_platform_template_tools.cli import demo
+    from vllm_platform_template_tools.cli.main import build_parser
 
     args = build_parser("demo").parse_args(["demo", "--json", *argv])
     report: dict[str, Any] = demo.run(args)

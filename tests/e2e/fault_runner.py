@@ -84,7 +84,7 @@ def main() -> int:
     os.environ["VLLM_TEMPLATE_DEVICE"] = device_args[-1] if device_args else "cpu"
     import argparse
 
-    from vllm_platform_template.cli.demo import add_arguments, run
+    from vllm_platform_template_tools.cli.demo import add_arguments, run
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -92,7 +92,7 @@ def test_quiet_prints_only_the_text_and_the_report(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
     env["VLLM_CACHE_ROOT"] = str(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", "--quiet"],
+        [sys.executable, "-m", "vllm_platform_template_tools.cli.main", "demo", "--quiet"],
         env=env,
         capture_output=True,
         text=True,

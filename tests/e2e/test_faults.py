@@ -79,7 +79,7 @@ def test_provider_fault_fails_the_request_loudly(engine_runs, tmp_path) -> None:
 def _demo_exit(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
     full_env.update(env)
-    cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", "--json", *args]
+    cmd = [sys.executable, "-m", "vllm_platform_template_tools.cli.main", "demo", "--json", *args]
     return subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=300)
 
 

@@ -96,7 +96,7 @@ def test_bf16_small_close_to_transformers_on_gpu(engine_runs) -> None:
 
 def test_demo_human_output_names_the_gpu_platform(tiny_model_dir) -> None:
     env = {**os.environ, "VLLM_TEMPLATE_DEVICE": DEVICE}
-    cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo"]
+    cmd = [sys.executable, "-m", "vllm_platform_template_tools.cli.main", "demo"]
     cmd += gpu("--enforce-eager")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -298,7 +298,7 @@ def test_failed_graph_capture_runs_that_size_eagerly(engine_runs, hf_gpu_greedy,
 
 
 def _demo(args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", *args]
+    cmd = [sys.executable, "-m", "vllm_platform_template_tools.cli.main", "demo", *args]
     full_env = {**os.environ, "VLLM_TEMPLATE_DEVICE": DEVICE, **env}
     return subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=300)
 

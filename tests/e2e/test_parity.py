@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from hf_reference import decoding_of
 
-from vllm_platform_template.cli.demo import DEFAULT_REPETITION_PENALTY
 from vllm_platform_template.devices.cpu.vllm_cpu_build import ISA_ENV as CPU_ISA_ENV
+from vllm_platform_template_tools.cli.demo import DEFAULT_REPETITION_PENALTY
 
 pytestmark = pytest.mark.e2e
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_platform_template.cli.new import generate, port_identity
 from vllm_platform_template.devices.gpu.availability import FIRST_LIGHT, HOOKS
 from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template_tools.cli.new import generate, port_identity
 
 pytestmark = pytest.mark.e2e
 

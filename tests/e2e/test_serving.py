@@ -86,7 +86,7 @@ def start_server(
     env = {**os.environ, DEVICE_ENV: device, "VLLM_CACHE_ROOT": str(log.parent / "cache")}
     env.update(env_overrides or {})
     cmd = [
-        sys.executable, "-m", "vllm_platform_template.cli.main", "serve", str(model_dir),
+        sys.executable, "-m", "vllm_platform_template_tools.cli.main", "serve", str(model_dir),
         "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "tiny",
         "--dtype", "float32", "--max-model-len", "512", "--seed", "0",
         "--kv-cache-memory-bytes", str(256 << 20), "--max-num-seqs", str(CONCURRENT),

@@ -101,7 +101,7 @@ def run_once(cache_root: Path, stock: bool) -> Run:
     env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
     env["VLLM_CACHE_ROOT"] = str(cache_root)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(DUMP_SITE), env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "vllm_platform_template.cli.main", "demo", *DEMO_ARGS]
+    cmd = [sys.executable, "-m", "vllm_platform_template_tools.cli.main", "demo", *DEMO_ARGS]
     if stock:
         cmd.append("--stock")
     shm_before = shm_entries()

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from vllm_platform_template.cli import bench_ops
+from vllm_platform_template_tools.cli import bench_ops
 
 
 def test_the_last_level_cache_is_found() -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_platform_template.cli.main import COMMANDS
+from vllm_platform_template_tools.cli.main import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = "vllm_platform_template"
+PACKAGES = ("vllm_platform_template", "vllm_platform_template_tools")  # the plugin, its tools
 BLOCKER = textwrap.dedent(
     f"""
     import sys
@@ -26,12 +26,12 @@ BLOCKER = textwrap.dedent(
     class OnlyTheStandardLibrary:
         def find_spec(self, name, path=None, target=None):
             top = name.partition(".")[0]
-            if top in sys.stdlib_module_names or top == {PACKAGE!r}:
+            if top in sys.stdlib_module_names or top in {PACKAGES!r}:
                 return None
             raise ImportError(f"{{name}} is not in the standard library (blocked)")
 
     sys.meta_path.insert(0, OnlyTheStandardLibrary())
-    from {PACKAGE}.cli.main import main
+    from {PACKAGES[1]}.cli.main import main
     sys.exit(main(sys.argv[1:]))
     """
 )

@@ -1,3 +1,3 @@
 """The conformance kit run against this plugin's own providers."""
 
-from vllm_platform_template.conformance.suite import *  # noqa: F403
+from vllm_platform_template_tools.conformance.suite import *  # noqa: F403

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from vllm_platform_template.conformance.cases import clone_args
+from vllm_platform_template_tools.conformance.cases import clone_args
 
 
 def test_clone_args_keeps_strided_rows_strided() -> None:

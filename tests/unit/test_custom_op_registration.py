@@ -44,7 +44,7 @@ def test_another_plugins_replacement_is_kept_and_ours_are_registered() -> None:
 
 HW_AGNOSTIC_CODE = """
 import json
-from vllm_platform_template.cli.doctor import layer_replacements
+from vllm_platform_template_tools.cli.doctor import layer_replacements
 
 before = layer_replacements()  # registers, as the general plugin does in every process
 from vllm.model_executor.models.transformers.fusers import rms_norm  # the backend's fuser

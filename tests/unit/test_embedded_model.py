@@ -17,8 +17,8 @@ import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from vllm_platform_template.embedded_model import PRESETS, text_data, trained, write_model
-from vllm_platform_template.embedded_model.writer import is_complete
+from vllm_platform_template_tools.embedded_model import PRESETS, text_data, trained, write_model
+from vllm_platform_template_tools.embedded_model.writer import is_complete
 
 
 def _sha(path: Path) -> str:
@@ -84,7 +84,7 @@ def test_concurrent_ensure_model_writes_once_and_all_see_it(tmp_path) -> None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from vllm_platform_template.embedded_model.writer import ensure_model, is_complete
+    from vllm_platform_template_tools.embedded_model.writer import ensure_model, is_complete
 
     target = tmp_path / "tiny"
     # spawn, as vLLM's and xdist's workers are: a forked child of a process whose
@@ -99,7 +99,7 @@ def test_concurrent_ensure_model_writes_once_and_all_see_it(tmp_path) -> None:
 def test_default_model_dir_is_named_after_the_model(tmp_path, monkeypatch) -> None:
     """Two checkouts with different weights must not rewrite each other's cached model
     (an engine of one would load the other's half-replaced files)."""
-    from vllm_platform_template.embedded_model import trained, writer
+    from vllm_platform_template_tools.embedded_model import trained, writer
 
     monkeypatch.setenv("VLLM_TEMPLATE_CACHE", str(tmp_path))
     first = writer.ensure_model("tiny")

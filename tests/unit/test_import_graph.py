@@ -6,10 +6,13 @@ every edge must go to the same or a lower layer, ``settings`` must import
 nothing of the plugin, vLLM or torch, and the kernel layer must not import vLLM.
 
 Device folders (``devices/<name>``) sit above the shared platform hooks, which
-their platforms import (only ``cli`` is higher). The layers below reach a device only through
+their platforms import. The layers below reach a device only through
 ``device.device_for`` (by package name, as vLLM resolves platforms), which
 loads ``devices/<name>/device.py``; so that module, and everything it imports,
 must import neither vLLM nor any layer above the device API.
+
+The tools (``vllm_platform_template_tools``: the command line, the embedded model,
+the conformance kit) import the plugin as a user would; the plugin never imports them.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ LAYERS = {
     "log": 0,
     "process_exit": 0,
     "kernels": 1,
-    "embedded_model": 1,
     "device": 2,
     "patches": 3,
     "compiler": 3,
@@ -44,10 +46,8 @@ LAYERS = {
     "custom_ops": 3,
     "reporting": 3,
     "models": 4,
-    "conformance": 4,
     "platform_plugin": 5,
     "devices": 6,
-    "cli": 7,
     "<root>": 7,
 }
 DEVICE_API_LAYER = LAYERS["device"]
@@ -147,7 +147,7 @@ def test_every_subpackage_has_a_layer() -> None:
     units = {_unit(module) for module in _modules()}
     assert units <= set(LAYERS), "place new subpackages in LAYERS (and the README table)"
     # a plugin made by `vllm-template new` may leave these out (the first-light shape)
-    assert set(LAYERS) - units <= {"models", "conformance"}, set(LAYERS) - units
+    assert set(LAYERS) - units <= {"models"}, set(LAYERS) - units
 
 
 @pytest.mark.parametrize("src", sorted(LAYERS))
@@ -209,3 +209,17 @@ def test_every_device_folder_is_registered() -> None:
 def test_plugin_version_matches_pyproject() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert settings.PLUGIN_VERSION == project["version"] == vllm_platform_template.__version__
+
+
+TOOLS = "vllm_platform_template_tools"
+
+
+def test_the_plugin_never_imports_its_tools() -> None:
+    """What vLLM loads is the plugin alone: no module of it imports the tools package."""
+    offenders = {
+        module: sorted(n for n in _imports(module, path) if n.split(".")[0] == TOOLS)
+        for module, path in _modules().items()
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+    sources = "\n".join(path.read_text() for path in _modules().values())
+    assert TOOLS not in sources  # not by name either (importlib, strings)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_platform_template.cli.new import (
+from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template_tools.cli.new import (
     BINARY_SUFFIXES,
     COPIED,
     DESCRIPTIONS,
@@ -50,7 +51,6 @@ from vllm_platform_template.cli.new import (
     size_table,
     tox_sections_left_out,
 )
-from vllm_platform_template.devices.gpu.identity import IDENTITY
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"cuda": "gpu", "npu": "npu"}  # device type -> its folder in the generated package
@@ -129,7 +129,7 @@ def test_no_file_of_this_project_is_cut_by_line() -> None:
         and MARKER.search((ROOT / path).read_text(errors="replace"))
     ]
     assert marked == []
-    generator = ast.parse((ROOT / "vllm_platform_template/cli/new.py").read_text())
+    generator = ast.parse((ROOT / "vllm_platform_template_tools/cli/new.py").read_text())
     names = {n.id for n in ast.walk(generator) if isinstance(n, ast.Name)}
     assert not {"EDITS", "Edit", "strip_markers"} & names
 
@@ -417,7 +417,7 @@ def test_measure_counts_non_blank_lines_and_data_files_as_files(tmp_path: Path) 
 
 def test_ruff_is_found_without_path_or_refused_in_one_line(monkeypatch, tmp_path) -> None:
     """The plugin is formatted with this Python's ruff even when no ruff is on PATH."""
-    from vllm_platform_template.cli import new
+    from vllm_platform_template_tools.cli import new
 
     monkeypatch.setattr(new.sys, "executable", str(tmp_path / "python"))  # no ruff beside it
     monkeypatch.setattr(new.shutil, "which", lambda name: None)

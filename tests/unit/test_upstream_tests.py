@@ -280,7 +280,7 @@ def _fake_run(up, monkeypatch, tmp_path: Path, outcomes: dict[str, str]) -> Path
     monkeypatch.setattr(up, "extract_tests", lambda sdist, dest: dest)
     monkeypatch.setattr(up, "stand_in_hub", lambda model, names, hub: hub)
     monkeypatch.setenv(up.CACHE_ENV, str(tmp_path / "cache"))
-    import vllm_platform_template.embedded_model as embedded
+    import vllm_platform_template_tools.embedded_model as embedded
 
     monkeypatch.setattr(embedded, "ensure_model", lambda name, dest: dest)
 

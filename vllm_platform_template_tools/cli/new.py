@@ -70,6 +70,9 @@ class Entry:
 
 COPIED = (
     Entry("vllm_platform_template", "the plugin: shared layers, CPU backend, the device folder"),
+    Entry(
+        "vllm_platform_template_tools", "its tools: the command line, test model, conformance kit"
+    ),
     Entry("tests", "the CPU tier the new CI runs, and the device tier (-m gpu)"),
     Entry("docs/porting-guide.md", "the hooks of the device folder in the order a port meets them"),
     Entry("docs/upstream-drift.md", "the vLLM internals the plugin depends on (tox -e drift)"),
@@ -88,7 +91,7 @@ COPIED = (
 LEFT_OUT = (
     Entry("vllm_platform_template/devices/xpu", "the reserved XPU backend: unverified, not yours"),
     Entry("tests/unit/test_xpu_device.py", "tests the XPU folder"),
-    Entry("vllm_platform_template/cli/new.py", "this generator"),
+    Entry("vllm_platform_template_tools/cli/new.py", "this generator"),
     Entry("tests/unit/test_new.py", "tests this generator"),
     Entry("tests/e2e/test_scaffold.py", "tests this generator's output"),
     Entry("scaffold", "the new README's source (the README is written, not copied)"),
@@ -135,11 +138,15 @@ FIRST_LIGHT_LEFT_OUT = (
         "proven by the device folder itself on the CPU",
     ),
     Entry("vllm_platform_template/models", "the hand-fused model (speed tier)"),
-    Entry("vllm_platform_template/conformance", "the IR providers' conformance kit (speed tier)"),
+    Entry(
+        "vllm_platform_template_tools/conformance", "the IR providers' conformance kit (speed tier)"
+    ),
     Entry("docs/ray.md", "the CPU backend across hosts with Ray (speed tier)"),
     Entry("docs/speed-tier.md", "the CUDA folder's speed tier and the CPU backend's tests"),
     Entry("docs/upstream-drift-full-plugin.md", "the CPU backend's and speed tier's internals"),
-    Entry("vllm_platform_template/cli/bench_ops.py", "times kernels against vLLM's (speed tier)"),
+    Entry(
+        "vllm_platform_template_tools/cli/bench_ops.py", "times kernels against vLLM's (speed tier)"
+    ),
 )
 # scaffold/first_light/<file> -> the device folder's <file>: its speed tier's starting points
 FIRST_LIGHT_FILES = {

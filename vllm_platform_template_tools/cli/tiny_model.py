@@ -12,7 +12,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from vllm_platform_template.embedded_model import ensure_model
+    from vllm_platform_template_tools.embedded_model import ensure_model
 
     print(ensure_model(args.size, args.out))
     return 0

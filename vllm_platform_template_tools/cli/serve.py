@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from vllm_platform_template.cli.environment import select_device
+    from vllm_platform_template_tools.cli.environment import select_device
 
     select_device(os.environ.get(DEVICE_ENV) or next(iter(DEVICE_PACKAGES)))
     import vllm.entrypoints.cli.serve as serve

@@ -146,7 +146,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from vllm.ir.op import IrOp
 
-    from vllm_platform_template.cli.environment import select_device
+    from vllm_platform_template_tools.cli.environment import select_device
 
     select_device(None)  # measure kernels directly; no platform needed
     import vllm_platform_template.ir_impls  # noqa: F401

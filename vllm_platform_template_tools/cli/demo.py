@@ -169,7 +169,10 @@ def held_out_perplexity(llm: Any) -> dict[str, Any]:
     """
     from vllm import SamplingParams
 
-    from vllm_platform_template.embedded_model.text_data import PASSAGE_CHAPTER, held_out_passage
+    from vllm_platform_template_tools.embedded_model.text_data import (
+        PASSAGE_CHAPTER,
+        held_out_passage,
+    )
 
     params = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0)
     (output,) = llm.generate([held_out_passage()], params, use_tqdm=False)
@@ -188,8 +191,12 @@ def held_out_perplexity(llm: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Generate and return the report (the JSON object of ``--json``)."""
-    from vllm_platform_template.cli.environment import logs_to_stderr, quiet_logs, select_device
-    from vllm_platform_template.embedded_model import ensure_model
+    from vllm_platform_template_tools.cli.environment import (
+        logs_to_stderr,
+        quiet_logs,
+        select_device,
+    )
+    from vllm_platform_template_tools.embedded_model import ensure_model
 
     select_device(None if args.stock else args.device)
     logs_to_stderr()

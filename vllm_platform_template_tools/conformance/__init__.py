@@ -3,7 +3,7 @@
 A plugin made from this template runs it against itself by importing the
 test functions into one of its test modules::
 
-    from vllm_platform_template.conformance.suite import *  # noqa: F401,F403
+    from vllm_platform_template_tools.conformance.suite import *  # noqa: F401,F403
 
 For every vLLM IR op and every provider whose name starts with
 ``PROVIDER_PREFIX`` (supported ones run; unsupported ones are skipped with

@@ -1,6 +1,6 @@
 """The conformance tests (pytest). Import them into a test module of your plugin.
 
-See ``vllm_platform_template.conformance`` for what is checked. Providers are
+See ``vllm_platform_template_tools.conformance`` for what is checked. Providers are
 those registered under ``PROVIDER_PREFIX``; each runs on the device recorded in
 ``vllm_platform_template.ir_impls.PROVIDER_STATUS``.
 """
@@ -16,17 +16,17 @@ from vllm.ir import enable_torch_wrap
 from vllm.ir.op import IrOp
 
 import vllm_platform_template.ir_impls  # noqa: F401  (registers the providers)
-from vllm_platform_template.conformance import PROVIDER_PREFIX
-from vllm_platform_template.conformance.cases import (
+from vllm_platform_template.device import device_for
+from vllm_platform_template.ir_impls import PROVIDER_STATUS
+from vllm_platform_template.settings import DEVICE_PACKAGES
+from vllm_platform_template_tools.conformance import PROVIDER_PREFIX
+from vllm_platform_template_tools.conformance.cases import (
     Case,
     all_cases,
     clone_args,
     make_args,
     unsupported_variants,
 )
-from vllm_platform_template.device import device_for
-from vllm_platform_template.ir_impls import PROVIDER_STATUS
-from vllm_platform_template.settings import DEVICE_PACKAGES
 
 
 def _providers() -> list[str]:

@@ -14,16 +14,23 @@ import sys
 
 # Each command whose module this project has (a plugin made by ``new`` has the tools it
 # was given: see ``_present``).
+_CLI = __package__  # this package (vllm-template runs as a script or with -m)
 _ALL_COMMANDS = {
-    "demo": ("vllm_platform_template.cli.demo", "generate with vLLM on the template platform"),
-    "tiny-model": ("vllm_platform_template.cli.tiny_model", "write the embedded model"),
-    "doctor": ("vllm_platform_template.cli.doctor", "what would run here, and why"),
-    "bench-ops": ("vllm_platform_template.cli.bench_ops", "time the IR op providers"),
+    "demo": (
+        f"{_CLI}.demo",
+        "generate with vLLM on the template platform",
+    ),
+    "tiny-model": (f"{_CLI}.tiny_model", "write the embedded model"),
+    "doctor": (f"{_CLI}.doctor", "what would run here, and why"),
+    "bench-ops": (f"{_CLI}.bench_ops", "time the IR op providers"),
     "serve": (
-        "vllm_platform_template.cli.serve",
+        f"{_CLI}.serve",
         "vLLM's OpenAI-compatible server on the platform",
     ),
-    "new": ("vllm_platform_template.cli.new", "start a plugin for a new device from this one"),
+    "new": (
+        f"{_CLI}.new",
+        "start a plugin for a new device from this one",
+    ),
 }
 
 

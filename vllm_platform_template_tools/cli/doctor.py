@@ -150,7 +150,7 @@ def layer_replacements() -> dict[str, dict[str, str]]:
         pass
     else:
         registries["hardware-agnostic"] = dict(hw_agnostic.op_registry_oot)
-    plugin = __name__.split(".")[0]
+    plugin = register_custom_ops.__module__.split(".")[0]  # the plugin package's name
     return {
         kind: {
             layer: cls.__name__
