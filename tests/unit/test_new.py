@@ -109,15 +109,16 @@ def test_every_marked_block_of_this_project_is_closed() -> None:
         ).stdout.split()
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
-    marked = 0
+    scanned = 0
     for path in tracked:
         if Path(path).suffix in BINARY_SUFFIXES or path == "vllm_platform_template/cli/new.py":
             continue
         text = (ROOT / path).read_text()
         for shape in (FULL, FIRST_LIGHT):
             strip_markers(text, shape, path)  # raises on an unbalanced marker
-        marked += "[/full only]" in text
-    assert marked >= 10
+        scanned += 1
+    # the tree was read (issue 38 takes the marked files to none, so their count is no guard)
+    assert scanned >= 100
 
 
 def test_markers_strip_blocks_by_shape() -> None:
