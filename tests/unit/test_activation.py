@@ -29,16 +29,6 @@ def test_unset_means_inactive() -> None:
     assert activation.register() is None
 
 
-# [full only] the CPU reference backend
-def test_cpu_selects_cpu_platform() -> None:
-    selection = select_platform({DEVICE_ENV: "CPU"})
-    assert selection.problem is None
-    assert selection.qualname == PLATFORM_QUALNAMES["cpu"]
-
-
-# [/full only]
-
-
 def test_unknown_device_names_the_choices() -> None:
     selection = select_platform({DEVICE_ENV: "tpu"})
     assert selection.qualname == ERROR_QUALNAME
@@ -90,7 +80,7 @@ def test_error_factory_raises_the_problem(monkeypatch: pytest.MonkeyPatch) -> No
         activation.raise_activation_error()
 
 
-def _resolve_platform_in_subprocess(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
+def resolve_platform_in_subprocess(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
     env.update(env_overrides)
     code = (
@@ -102,18 +92,8 @@ def _resolve_platform_in_subprocess(env_overrides: dict[str, str]) -> subprocess
     )
 
 
-# [full only] the CPU reference backend
-def test_vllm_resolves_template_platform() -> None:
-    result = _resolve_platform_in_subprocess({DEVICE_ENV: "cpu"})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().endswith(PLATFORM_QUALNAMES["cpu"])
-
-
-# [/full only]
-
-
 def test_vllm_resolves_stock_platform_when_unset() -> None:
-    result = _resolve_platform_in_subprocess({})
+    result = resolve_platform_in_subprocess({})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "vllm.platforms.cpu.CpuPlatform"
 
@@ -121,7 +101,7 @@ def test_vllm_resolves_stock_platform_when_unset() -> None:
 def test_user_sees_bad_device_error_through_vllm() -> None:
     # vLLM swallows exceptions from platform plugin functions; the message must
     # still reach the user when vLLM resolves the platform.
-    result = _resolve_platform_in_subprocess({DEVICE_ENV: "tpu"})
+    result = resolve_platform_in_subprocess({DEVICE_ENV: "tpu"})
     assert result.returncode != 0
     assert "TemplateActivationError" in result.stderr
     assert f"{DEVICE_ENV}='tpu' is not a device" in result.stderr
@@ -129,7 +109,7 @@ def test_user_sees_bad_device_error_through_vllm() -> None:
 
 def test_target_device_cpu_bypasses_the_plugin() -> None:
     # Documented in the README: VLLM_TARGET_DEVICE=cpu skips out-of-tree plugins.
-    result = _resolve_platform_in_subprocess(
+    result = resolve_platform_in_subprocess(
         {DEVICE_ENV: FOLDER_DEVICE, "VLLM_TARGET_DEVICE": "cpu"}
     )
     assert result.returncode == 0, result.stderr
@@ -154,7 +134,7 @@ def test_import_does_not_import_vllm() -> None:
     assert result.stdout.split() == ["False", "False"], result.stderr
 
 
-def _second_plugin(tmp_path) -> dict[str, str]:
+def second_plugin(tmp_path) -> dict[str, str]:
     """A second out-of-tree platform plugin, installed through a dist-info on PYTHONPATH."""
     (tmp_path / "other_platform_plugin.py").write_text(
         "def register():\n    return 'vllm.platforms.cpu.CpuPlatform'\n"
@@ -170,29 +150,7 @@ def _second_plugin(tmp_path) -> dict[str, str]:
     return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
-# [full only] the CPU reference backend
-def test_two_active_oot_plugins_are_rejected_by_vllm(tmp_path) -> None:
-    env = _second_plugin(tmp_path)
-    result = _resolve_platform_in_subprocess({**env, DEVICE_ENV: "cpu"})
-    assert result.returncode != 0
-    assert "Only one platform plugin can be activated" in result.stderr
-
-
-# [/full only]
-
-
-# [full only] the CPU reference backend
-def test_vllm_plugins_selects_the_template_among_several(tmp_path) -> None:
-    env = _second_plugin(tmp_path)
-    result = _resolve_platform_in_subprocess({**env, DEVICE_ENV: "cpu", "VLLM_PLUGINS": "template"})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().endswith(PLATFORM_QUALNAMES["cpu"])
-
-
-# [/full only]
-
-
 def test_inactive_template_leaves_another_plugin_alone(tmp_path) -> None:
-    result = _resolve_platform_in_subprocess(_second_plugin(tmp_path))
+    result = resolve_platform_in_subprocess(second_plugin(tmp_path))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "vllm.platforms.cpu.CpuPlatform"

@@ -2,7 +2,8 @@
 
 Engine-free: the builder gets a minimal stand-in for ``VllmConfig`` and a real
 ``CommonAttentionMetadata``; the impl runs a KV write and an attention step on
-both kernel paths.
+the reference path. The helpers here (``selector``, ``make_builder``,
+``make_step``, ``run_step``) also serve the tests of a device's own kernel path.
 """
 
 from __future__ import annotations
@@ -33,15 +34,6 @@ from vllm_platform_template.settings import parse_options
 # The device folder's attention kernels where its kernel table runs here, else the reference.
 FOLDER_PATH = FOLDER.attention().name if FOLDER.kernels_status()[0] else "reference"  # type: ignore[union-attr]
 
-# [full only] the CPU reference backend
-from vllm_platform_template.devices.cpu import attention_kernels as cpu  # noqa: E402
-from vllm_platform_template.devices.cpu import vllm_cpu_build  # noqa: E402
-
-vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
-
-CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
-# [/full only]
-
 # --------------------------------------------------------------------------
 # Path selection and the option behind it
 # --------------------------------------------------------------------------
@@ -50,10 +42,6 @@ CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
 @pytest.mark.parametrize(
     ("device", "requested", "expected"),
     [
-        # [full only] the CPU reference backend
-        ("cpu", "auto", "cpu_kernels" if CPU_KERNELS_OK else "reference"),
-        ("cpu", "reference", "reference"),
-        # [/full only]
         (FOLDER.torch_device_type, "auto", FOLDER_PATH),
         (FOLDER.torch_device_type, "reference", "reference"),
         ("meta", "auto", "reference"),  # no template device at all
@@ -62,14 +50,6 @@ CPU_KERNELS_OK, CPU_KERNELS_WHY = cpu.available()
 def test_attention_kernels_per_device(device: str, requested: str, expected: str) -> None:
     kernels = resolve_attention_kernels(device, requested, torch.float32, 16, 64)
     assert kernels.name == expected
-
-
-# [full only] the CPU reference backend
-def test_cpu_kernels_fall_back_for_a_head_size_they_do_not_serve() -> None:
-    assert resolve_attention_kernels("cpu", "auto", torch.float32, 16, 40).name == "reference"
-
-
-# [/full only]
 
 
 def test_attention_kernels_reject_unknown_request() -> None:
@@ -129,9 +109,6 @@ def test_backend_capabilities() -> None:
         ({"has_sink": True}, "attention sinks not supported"),
         ({"use_non_causal": True}, "non-causal attention not supported"),
         ({"attn_type": AttentionType.ENCODER_ONLY}, "attention type"),
-        # [full only] the CPU reference backend's kernels serve some head sizes
-        ({"head_size": 40}, "head_size not supported"),
-        # [/full only]
         ({"block_size": 8}, "block_size not supported"),
     ],
 )
@@ -256,45 +233,6 @@ def test_builder_and_impl_reference_path() -> None:
     output, path = run_step("reference")
     assert path == "reference"
     assert torch.isfinite(output).all()
-
-
-# [full only] the CPU reference backend
-@pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
-def test_builder_and_impl_cpu_kernel_path_matches_reference() -> None:
-    kernel_output, path = run_step("auto")
-    assert path == "cpu_kernels"
-    reference_output, _ = run_step("reference")
-    torch.testing.assert_close(kernel_output, reference_output, atol=2e-5, rtol=2e-5)
-
-
-# [/full only]
-
-
-# [full only] the CPU reference backend
-@pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
-def test_builder_prepares_the_cpu_kernels_work_split_once_per_step() -> None:
-    cm, _ = make_step()
-    plan = make_builder("auto", torch.float32).build(0, cm).plan
-    assert isinstance(plan, torch.Tensor) and plan.dtype == torch.int8
-    assert make_builder("reference", torch.float32).build(0, cm).plan is None
-
-
-# [/full only]
-
-
-# [full only] the CPU reference backend
-@pytest.mark.skipif(not CPU_KERNELS_OK, reason=CPU_KERNELS_WHY)
-def test_impl_refuses_metadata_from_another_path() -> None:
-    cm, t = make_step()
-    metadata = make_builder("reference", torch.float32).build(0, cm)
-    impl = TemplateAttentionImpl(NUM_HEADS, HEAD_SIZE, 0.125, NUM_KV_HEADS)  # "auto": kernels
-    kv_cache = torch.zeros(NUM_BLOCKS, NUM_KV_HEADS, BLOCK_SIZE, 2 * HEAD_SIZE)
-    args = (t["query"], t["key"], t["value"], kv_cache, metadata, torch.empty_like(t["query"]))
-    with pytest.raises(RuntimeError, match="disagree"):
-        impl.forward(torch.nn.Module(), *args)
-
-
-# [/full only]
 
 
 def test_builder_rejects_non_causal_batches() -> None:

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from vllm_platform_template.device import device_for
-from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.platform_plugin import policy
 from vllm_platform_template.platform_plugin.policy import (
     MODE_DYNAMO_TRACE_ONCE,
@@ -20,7 +19,6 @@ from vllm_platform_template.platform_plugin.policy import (
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
 OURS = "vllm_platform_template.compiler.TemplateCompiler"
-IR_OPS = ("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse")
 
 
 def test_effective_mode() -> None:
@@ -88,20 +86,6 @@ def test_compile_sizes_filled_only_when_missing_under_vllm_compile() -> None:
     assert policy.needs_compile_sizes(MODE_VLLM_COMPILE, None)
     assert not policy.needs_compile_sizes(MODE_VLLM_COMPILE, [])
     assert not policy.needs_compile_sizes(MODE_NONE, None)
-
-
-# [full only] the CPU reference backend and the CUDA folder
-def test_graph_defaults() -> None:
-    cpu, gpu = device_for("cpu"), device_for(IDENTITY.device_type)
-    assert cpu is not None and gpu is not None
-    assert cpu.default_graph_mode == "NONE"
-    assert gpu.default_graph_mode is None
-    assert cpu.max_capture_size(256, 1) == 16
-    assert cpu.max_capture_size(4, 1) == 8
-    assert gpu.max_capture_size(256, 1) is None
-
-
-# [/full only]
 
 
 # (device, runner, compiled, requested) -> (mode, words of the reason). Devices: "graphs" has
@@ -230,55 +214,6 @@ def test_compile_sizes_must_be_capture_sizes() -> None:
     assert len(problems) == 1 and "padded to 4" in problems[0]
 
 
-def priorities(
-    device_type: str, mode: int, stage: str, ops=IR_OPS, road: str = "ir"
-) -> dict[str, list[str]]:
-    """The device's default IR priorities, as its platform computes them."""
-    device = device_for(device_type)
-    assert device is not None
-    return policy.default_ir_op_priority(
-        device.ir_provider, device.ir_ops, device.native_under_inductor, mode, stage, ops, road
-    )
-
-
-# [full only] the CPU reference backend and the CUDA folder
-def test_default_ir_priorities_are_compile_aware() -> None:
-    eager = priorities("cpu", MODE_NONE, "graph")
-    graph = priorities("cpu", MODE_VLLM_COMPILE, "graph")
-    fusion = priorities("cpu", MODE_VLLM_COMPILE, "fusion_only")
-    assert eager["rms_norm"] == ["template_cpu", "native"]
-    assert graph["gelu_and_mul_sparse"] == ["native"]
-    assert graph["rms_norm"] == ["template_cpu", "native"]
-    assert fusion == eager
-    gpu_graph = priorities(IDENTITY.device_type, MODE_VLLM_COMPILE, "graph")
-    assert all(p == ["native"] for p in gpu_graph.values())
-    gpu_eager = priorities(IDENTITY.device_type, MODE_NONE, "graph")
-    assert all(p == ["template_triton", "native"] for p in gpu_eager.values())
-
-
-# [/full only]
-
-
-# [full only] the CPU reference backend and the CUDA folder
-def test_ir_priorities_follow_vllms_registry() -> None:
-    """Ops come from vLLM's registry: one the plugin has no kernel for stays native."""
-    from vllm.ir.op import IrOp
-
-    import vllm_platform_template.ir_impls  # noqa: F401  (the providers)
-
-    registry = list(IrOp.registry)
-    result = priorities("cpu", MODE_NONE, "graph", [*registry, "new_op"])
-    assert list(result) == [*registry, "new_op"]
-    assert result["new_op"] == ["native"]
-    for device_type in DEVICE_PACKAGES:
-        device = device_for(device_type)
-        assert device is not None
-        assert set(device.ir_ops) <= set(registry), "an IR op a device serves left vLLM"
-
-
-# [/full only]
-
-
 def test_custom_op_road_enables_the_oot_rms_norm() -> None:
     """vLLM keys an OOT CustomOp by the replaced class's name: "+RMSNorm" enables it."""
     from vllm.model_executor.layers.layernorm import RMSNorm
@@ -289,19 +224,6 @@ def test_custom_op_road_enables_the_oot_rms_norm() -> None:
     register_custom_ops()
     assert RMSNorm.name == "rms_norm"
     assert [f"+{TemplateRMSNorm.name}"] == policy.custom_ops_for_road("custom_op", ["none"])
-
-
-# [full only] the CPU reference backend and the CUDA folder
-def test_custom_op_road_leaves_norms_to_the_layers() -> None:
-    road = priorities("cpu", MODE_NONE, "graph", road="custom_op")
-    assert road["rms_norm"] == road["fused_add_rms_norm"] == ["native"]
-    assert road["gelu_and_mul_sparse"] == ["template_cpu", "native"]
-    assert policy.custom_ops_for_road("custom_op", ["none"]) == ["+RMSNorm"]
-    assert policy.custom_ops_for_road("custom_op", ["none", "+RMSNorm"]) == []
-    assert policy.custom_ops_for_road("ir", ["none"]) == []
-
-
-# [/full only]
 
 
 def test_unknown_providers_list_the_registered_ones() -> None:
