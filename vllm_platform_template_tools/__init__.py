@@ -1,10 +1,10 @@
 """The tools around the vllm-platform-template plugin: what vLLM never loads.
 
-- ``cli/``: the ``vllm-template`` command (demo, doctor, bench-ops, serve,
-  tiny-model, and ``new``, which starts a plugin for another device);
+- ``cli/``: the ``vllm-template`` command (its commands: ``cli/main.py``);
 - ``embedded_model/``: the tiny Llama and its tokenizer the demo and the tests
   run, written from data shipped here (no download);
-- ``conformance/``: the kit that holds an IR provider to vLLM's op semantics.
+- ``conformance/``, where it has it: the kit that holds an IR provider to vLLM's op
+  semantics.
 
 The plugin, ``vllm_platform_template``, is what vLLM's entry points load; it never
 imports this package (``tests/unit/test_import_graph.py`` checks), and this package

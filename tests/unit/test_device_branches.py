@@ -15,7 +15,7 @@ from pathlib import Path
 import vllm_platform_template
 
 PACKAGE_DIR = Path(vllm_platform_template.__file__).resolve().parent
-# torch's device type names (and the folder name "gpu"): a comparison with one is a branch
+# torch's device type names and the device folders' names: a comparison with one is a branch
 DEVICE_NAMES = {"cpu", "cuda", "gpu", "xpu", "npu", "hpu", "tpu", "mps", "privateuseone"}
 # vLLM's build-target variable: VLLM_TARGET_DEVICE=cpu makes vLLM skip every platform
 # plugin, which the command line tells the user; that compares vLLM's setting, not a device.

@@ -57,7 +57,8 @@ FOLDERS = {"cuda": "gpu", "npu": "npu"}  # device type -> its folder in the gene
 # Deliberately kept: the Triton kernels' launch constants say on which GPU they were tuned,
 # and the embedded model's training record (and its script) where its weights were trained.
 H100_ALLOWED = re.compile(
-    r"vllm_acme/devices/\w+/kernels/|vllm_acme/embedded_model/trained/|tools/train_tiny_model.py"
+    r"vllm_acme/devices/\w+/kernels/|vllm_acme_tools/embedded_model/trained/"
+    r"|tools/train_tiny_model.py"
 )
 # What the renamer keeps: tokenizers' class, and where a first-light plugin's examples come from.
 KEPT = re.compile(
@@ -170,12 +171,13 @@ def test_the_backends_of_its_shape_and_nothing_of_this_project_only(generated, d
     folders = sorted(p.name for p in (package / "devices").iterdir() if (p / "device.py").is_file())
     assert folders == BACKENDS[device]
     for gone in ("benchmarks", "docs/results", "docs/performance.md", "tools/gpu_bundle.py",
-                 "tools/gpu_tier.sh", "vllm_acme/cli/new.py", "scaffold",
+                 "tools/gpu_tier.sh", "vllm_acme_tools/cli/new.py", "scaffold",
                  "tests/e2e/test_scaffold.py", "tests/unit/test_xpu_device.py"):  # fmt: skip
         assert not (project / gone).exists(), gone
     assert (project / "README.md").is_file() and (project / "docs/porting-guide.md").is_file()
     assert [p.name for p in project.rglob("*") if p.name in SKIPPED_PARTS] == []  # no caches
-    assert (package / "embedded_model/trained/tiny.safetensors").stat().st_size > 1 << 20
+    tools = project / "vllm_acme_tools"
+    assert (tools / "embedded_model/trained/tiny.safetensors").stat().st_size > 1 << 20
 
 
 @pytest.mark.parametrize("device", FOLDERS)
@@ -200,7 +202,7 @@ def test_no_identity_or_h100_run_or_marker_of_this_project_is_left(generated, de
 # A path of the project (from its root, its package, or the file's own folder), with an
 # optional ::test name.
 PATH_REFERENCE = re.compile(
-    r"(?<![\w./-])((?:tests|docs|tools|\.ci|vllm_acme|devices|kernels|compiler|attention"
+    r"(?<![\w./-])((?:tests|docs|tools|\.ci|vllm_acme|vllm_acme_tools|devices|kernels|compiler|attention"
     r"|platform_plugin|graph_wrapper|custom_ops|ir_impls|models|conformance|embedded_model)"
     r"/[\w./-]*[\w/])(?:::(\w+))?"
 )
@@ -213,7 +215,13 @@ def _missing_references(project: Path) -> list[str]:
         for found, test in PATH_REFERENCE.findall(text):
             if found in UPSTREAM_PATHS:
                 continue
-            bases = [project, project / "vllm_acme", *here.parents, here]
+            bases = [
+                project,
+                project / "vllm_acme",
+                project / "vllm_acme_tools",
+                *here.parents,
+                here,
+            ]
             target = next((b / found for b in bases if (b / found).exists()), None)
             if target is None:
                 missing.append(f"{path}: {found}")
@@ -280,7 +288,7 @@ def test_configuration_holds_only_what_is_copied(generated) -> None:
     for config in ("tox.ini", "pyproject.toml", ".ci/run"):
         assert "ipex" not in (project / config).read_text().lower(), config
     commands = subprocess.run(
-        [sys.executable, "-c", "import vllm_acme.cli.main as m; print(sorted(m.COMMANDS))"],
+        [sys.executable, "-c", "import vllm_acme_tools.cli.main as m; print(sorted(m.COMMANDS))"],
         cwd=project,
         capture_output=True,
         text=True,
