@@ -41,7 +41,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from vllm_platform_template.kernels.reference import (
+from vllm_platform_template.reference_kernels.reference import (
     native_fused_add_rms_norm,
     native_gelu_and_mul_sparse,
     native_rms_norm,
@@ -254,7 +254,7 @@ def _planned_attention(
 ):
     """The attention as TEMPLATE_ATTN launches it: a plan made once, unchecked launches."""
     from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
-    from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
+    from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout
 
     num_reqs = seq_lens.shape[0]
     layout = AttentionLayout(

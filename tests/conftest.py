@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 
 
 @pytest.fixture(autouse=True)

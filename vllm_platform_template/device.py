@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import torch
 
-from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
+from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
 
@@ -85,7 +85,7 @@ class AttentionKernels(Protocol):
     """The paged-attention kernels ``TEMPLATE_ATTN`` runs on a device.
 
     Cache layout, slot contract and argument rules:
-    ``kernels/paged_attention/contract.py`` (a cache written by one
+    ``reference_kernels/paged_attention/contract.py`` (a cache written by one
     implementation is read only by the same one). :meth:`write_kv` and
     :meth:`attend` launch without checking: ``TEMPLATE_ATTN``'s layers check
     their caches and inputs once (``contract.check_layer_*``), and each module's

@@ -2,12 +2,12 @@
 
 vLLM hook served: the attention kernels behind ``Platform.get_attn_backend_cls``
 (``TEMPLATE_ATTN``'s impl and metadata builder, ``attention/``, run them on the
-device). First light runs ``vllm_platform_template/kernels/paged_attention/reference.py``
+device). First light runs ``vllm_platform_template/reference_kernels/paged_attention/reference.py``
 (causal paged attention over mixed prefill/decode batches, grouped-query heads,
 fp32 math) on any device. Speed (docs/porting-guide.md, "11. Attention
 kernels"): override ``write_kv`` and ``attend`` with your kernels (and
 ``planner`` for what a step's shape fixes), keeping the cache layout and the
-argument contract (``kernels/paged_attention/contract.py``), and ``name``, which
+argument contract (``reference_kernels/paged_attention/contract.py``), and ``name``, which
 the engine reports as the attention path; ``full_graphs`` stays False until a
 captured decode step replays right for other lengths. Proven by
 ``tests/unit/test_attention_backend.py`` and ``tests/e2e/test_gpu_first_light.py``.
@@ -15,7 +15,9 @@ captured decode step replays right for other lengths. Proven by
 
 from __future__ import annotations
 
-from vllm_platform_template.kernels.paged_attention.reference import ReferenceAttentionKernels
+from vllm_platform_template.reference_kernels.paged_attention.reference import (
+    ReferenceAttentionKernels,
+)
 
 
 class DeviceAttentionKernels(ReferenceAttentionKernels):

@@ -2,7 +2,7 @@
 
 First light (docs/porting-guide.md, "6. Reference kernels and attention"): the
 kernel table is ``kernels/``'s, which are the reference kernels (plain torch,
-``vllm_platform_template/kernels/reference.py``), and the attention kernels are
+``vllm_platform_template/reference_kernels/reference.py``), and the attention kernels are
 ``attention_kernels.py``'s, the reference paged attention; both run on any
 device torch can drive. Speed: replace them one at a time with the device's
 own (docs/porting-guide.md, "Kernels: IR providers and custom ops" and

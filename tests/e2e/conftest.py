@@ -20,7 +20,7 @@ import pytest
 from engine_exit import stock_exit_abort
 from hf_reference import hf_greedy_on
 
-from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 from vllm_platform_template_tools.embedded_model import ensure_model
 
 RUN_TIMEOUT_S = 900

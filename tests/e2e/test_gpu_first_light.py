@@ -45,8 +45,8 @@ DEVICE = IDENTITY.device_type
 # A fixed KV cache, a small share of the device's memory at start, few sequences.
 ENGINE = {"max_num_seqs": 8, "gpu_memory_utilization": 0.05, "kv_cache_memory_bytes": 64 << 20}
 DEMO = ("--device", DEVICE, "--enforce-eager")
-# What the reference kernels and attention run as (kernels/reference.py,
-# kernels/paged_attention/reference.py), as the device sees them: RMSNorm, SiLU-and-mul,
+# What the reference kernels and attention run as (reference_kernels/reference.py,
+# reference_kernels/paged_attention/reference.py), as the device sees them: RMSNorm, SiLU-and-mul,
 # the KV-cache write and the matmuls around them (torch dispatches a structured
 # operator to a device by its out= form).
 REFERENCE_KERNEL_OPERATORS = (

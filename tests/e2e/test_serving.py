@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 
 pytestmark = pytest.mark.e2e
 

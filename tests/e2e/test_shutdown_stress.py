@@ -44,7 +44,7 @@ from shutdown_checks import (
     shm_entries,
 )
 
-from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 
 pytestmark = pytest.mark.e2e
 

@@ -39,9 +39,9 @@ pytestmark = [
 
 from vllm_platform_template.devices.gpu.kernels import activation, layernorm, rotary  # noqa: E402
 from vllm_platform_template.devices.gpu.kernels import paged_attention as pa  # noqa: E402
-from vllm_platform_template.kernels import reference  # noqa: E402
-from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout  # noqa: E402
-from vllm_platform_template.kernels.reference import (  # noqa: E402
+from vllm_platform_template.reference_kernels import reference  # noqa: E402
+from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout  # noqa: E402
+from vllm_platform_template.reference_kernels.reference import (  # noqa: E402
     native_fused_add_rms_norm,
     native_gelu_and_mul_sparse,
     native_rms_norm,

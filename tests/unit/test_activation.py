@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
-from vllm_platform_template.platform_plugin import activation
-from vllm_platform_template.platform_plugin.activation import (
+from vllm_platform_template.platform_hooks import activation
+from vllm_platform_template.platform_hooks.activation import (
     DEVICE_ENV,
     ERROR_QUALNAME,
     PLATFORM_QUALNAMES,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from vllm_platform_template.kernels.paged_attention import reference
+from vllm_platform_template.reference_kernels.paged_attention import reference
 
 NUM_HEADS, NUM_KV_HEADS = 8, 2  # grouped-query: 4 query heads per KV head
 # (context tokens already cached, new query tokens) per request.

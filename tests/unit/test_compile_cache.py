@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from vllm_platform_template.platform_plugin.compile_cache import (
+from vllm_platform_template.platform_hooks.compile_cache import (
     cache_dir_problem,
     use_trusted_cache,
 )

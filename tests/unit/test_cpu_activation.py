@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from test_activation import resolve_platform_in_subprocess, second_plugin
 
-from vllm_platform_template.platform_plugin.activation import (
+from vllm_platform_template.platform_hooks.activation import (
     DEVICE_ENV,
     PLATFORM_QUALNAMES,
     select_platform,

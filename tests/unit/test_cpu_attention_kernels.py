@@ -26,7 +26,7 @@ from test_attention_kernels import (
 
 from vllm_platform_template.devices.cpu import attention_kernels as cpu
 from vllm_platform_template.devices.cpu import vllm_cpu_build
-from vllm_platform_template.kernels.paged_attention import reference
+from vllm_platform_template.reference_kernels.paged_attention import reference
 
 vllm_cpu_build.load_cpu_kernels()  # vLLM's ISA build fills torch.ops._C
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from vllm_platform_template.device import device_for
 from vllm_platform_template.devices.gpu.identity import IDENTITY
-from vllm_platform_template.platform_plugin import policy
-from vllm_platform_template.platform_plugin.policy import MODE_NONE, MODE_VLLM_COMPILE
+from vllm_platform_template.platform_hooks import policy
+from vllm_platform_template.platform_hooks.policy import MODE_NONE, MODE_VLLM_COMPILE
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
 IR_OPS = ("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse")

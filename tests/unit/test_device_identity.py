@@ -23,7 +23,7 @@ import torch
 
 from vllm_platform_template.devices.gpu import availability
 from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity
-from vllm_platform_template.platform_plugin.activation import (
+from vllm_platform_template.platform_hooks.activation import (
     DEVICE_ENV,
     ERROR_QUALNAME,
     PLATFORM_QUALNAMES,

@@ -21,7 +21,7 @@ from vllm.platforms.interface import Platform, PlatformEnum
 from vllm_platform_template.devices.gpu import platform as folder
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.devices.gpu.worker import TemplateGpuWorker
-from vllm_platform_template.platform_plugin.activation import PLATFORM_QUALNAMES
+from vllm_platform_template.platform_hooks.activation import PLATFORM_QUALNAMES
 
 DEVICE = IDENTITY.device_type
 
@@ -134,7 +134,7 @@ def test_the_identitys_speed_apis_leave_the_config_alone() -> None:
 def test_first_light_gives_vllms_model_runner_its_slot_mapping_in_torch(monkeypatch) -> None:
     import vllm.triton_utils.dispatcher as dispatcher
 
-    from vllm_platform_template.kernels.model_runner import OVERRIDES
+    from vllm_platform_template.reference_kernels.model_runner import OVERRIDES
 
     registered: list[dict] = []
     monkeypatch.setattr(dispatcher, "register_kernels", registered.append)

@@ -1,4 +1,4 @@
-"""The model runner's per-step compiled kernel in torch (``kernels/model_runner.py``).
+"""The model runner's per-step compiled kernel in torch (``reference_kernels/model_runner.py``).
 
 ``compute_slot_mapping`` must give the slots vLLM's own kernel gives: each
 token of a request at position ``p`` lands in
@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vllm_platform_template.kernels.model_runner import OVERRIDES, compute_slot_mapping
+from vllm_platform_template.reference_kernels.model_runner import OVERRIDES, compute_slot_mapping
 
 PAD = -1
 UNTOUCHED = 7

@@ -203,7 +203,7 @@ def test_no_identity_or_h100_run_or_marker_of_this_project_is_left(generated, de
 # optional ::test name.
 PATH_REFERENCE = re.compile(
     r"(?<![\w./-])((?:tests|docs|tools|\.ci|vllm_acme|vllm_acme_tools|devices|kernels|compiler|attention"
-    r"|platform_plugin|graph_wrapper|custom_ops|ir_impls|models|conformance|embedded_model)"
+    r"|platform_hooks|graph_wrapper|custom_ops|ir_impls|models|conformance|embedded_model)"
     r"/[\w./-]*[\w/])(?:::(\w+))?"
 )
 
@@ -365,7 +365,7 @@ def test_a_first_light_plugin_has_no_triton_and_no_cpu_reference_backend(generat
     )  # fmt: skip
     # the kernel table is the reference kernels; attention the reference's subclass
     kernels = (folder / "kernels/__init__.py").read_text()
-    assert "from vllm_acme.kernels.reference import" in kernels
+    assert "from vllm_acme.reference_kernels.reference import" in kernels
     assert "(ReferenceAttentionKernels)" in (folder / "attention_kernels.py").read_text()
     tests = sorted(p.relative_to(project).as_posix() for p in (project / "tests").rglob("*.py"))
     rename = renamer("acme")

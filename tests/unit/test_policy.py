@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from vllm_platform_template.device import device_for
-from vllm_platform_template.platform_plugin import policy
-from vllm_platform_template.platform_plugin.policy import (
+from vllm_platform_template.platform_hooks import policy
+from vllm_platform_template.platform_hooks.policy import (
     MODE_DYNAMO_TRACE_ONCE,
     MODE_NONE,
     MODE_STOCK_TORCH_COMPILE,

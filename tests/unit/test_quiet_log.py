@@ -67,7 +67,7 @@ def test_the_plugins_variables_are_known_to_vllms_check(clean_vllm_environ) -> N
 )
 def test_other_vllm_variables_are_still_flagged(clean_vllm_environ, name: str, hint: str) -> None:
     from vllm_platform_template.devices.cpu.platform import TemplateCpuPlatform
-    from vllm_platform_template.platform_plugin import mixin
+    from vllm_platform_template.platform_hooks import mixin
 
     clean_vllm_environ.setenv(name, "cpu")
     with pytest.raises(ValueError, match=f"Unknown vLLM environment variable detected: {name}"):

@@ -15,7 +15,7 @@ from vllm_platform_template import patches
 from vllm_platform_template.devices.cpu import CPU_RAY_RESOURCE
 from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.devices.cpu.platform import TemplateCpuPlatform
-from vllm_platform_template.platform_plugin import policy
+from vllm_platform_template.platform_hooks import policy
 from vllm_platform_template.settings import DEVICE_ENV
 
 

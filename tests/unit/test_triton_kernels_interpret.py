@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from vllm_platform_template.kernels.reference import (  # torch only, no kernels
+from vllm_platform_template.reference_kernels.reference import (  # torch only, no kernels
     native_fused_add_rms_norm,
     native_gelu_and_mul_sparse,
     native_rms_norm,
@@ -392,7 +392,7 @@ def check_layernorm_rejects_bad_inputs() -> None:
 
 def check_silu_and_mul() -> None:
     from vllm_platform_template.devices.gpu.kernels import activation
-    from vllm_platform_template.kernels import reference
+    from vllm_platform_template.reference_kernels import reference
 
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         for shape in ((7, 2 * 13), (3, 5, 2 * 64), (2, 2 * 3000)):
@@ -448,7 +448,7 @@ ROTARY_CASES = (
 
 def _rotary_expected(positions, query, key, head_size, cos_sin_cache, neox):
     """Reference on upcast inputs, the cache first cast to the query dtype (as the kernel)."""
-    from vllm_platform_template.kernels import reference
+    from vllm_platform_template.reference_kernels import reference
 
     dtype = query.dtype
     q, k = reference.rotary_embedding(
@@ -464,7 +464,7 @@ def _rotary_expected(positions, query, key, head_size, cos_sin_cache, neox):
 
 def check_rotary_embedding() -> None:
     from vllm_platform_template.devices.gpu.kernels.rotary import rotary_embedding_
-    from vllm_platform_template.kernels import reference
+    from vllm_platform_template.reference_kernels import reference
 
     for neox in (True, False):
         for num_tokens, hq, hkv, head_size, rot in ROTARY_CASES:
@@ -654,7 +654,7 @@ def check_paged_attention_leaves_padding_and_rejects_bad_inputs() -> None:
 
 def _planner(num_heads, num_kv_heads, head_size, block_size, max_num_reqs, **kwargs):
     from vllm_platform_template.devices.gpu.kernels.paged_attention import TritonAttentionPlanner
-    from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
+    from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout
 
     layout = AttentionLayout(num_heads, num_kv_heads, head_size, torch.float32, block_size)
     return TritonAttentionPlanner(layout, max_num_reqs, torch.device("cpu"), **kwargs)

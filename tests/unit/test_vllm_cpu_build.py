@@ -150,7 +150,7 @@ BF16_KERNELS = """
 import json, torch
 import torch.nn.functional as F
 from vllm_platform_template.devices.cpu import vllm_cpu_build
-from vllm_platform_template.kernels import reference as ref
+from vllm_platform_template.reference_kernels import reference as ref
 build = vllm_cpu_build.load_cpu_kernels()
 ops = torch.ops._C
 torch.manual_seed(0)

@@ -12,13 +12,13 @@ import torch
 
 from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.device import device_for
-from vllm_platform_template.platform_plugin import policy
-from vllm_platform_template.platform_plugin.activation import (
+from vllm_platform_template.platform_hooks import policy
+from vllm_platform_template.platform_hooks.activation import (
     DEVICE_ENV,
     ERROR_QUALNAME,
     select_platform,
 )
-from vllm_platform_template.platform_plugin.policy import MODE_NONE, MODE_VLLM_COMPILE
+from vllm_platform_template.platform_hooks.policy import MODE_NONE, MODE_VLLM_COMPILE
 
 IR_OPS = ("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse")
 

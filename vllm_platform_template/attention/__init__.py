@@ -7,6 +7,6 @@
 - ``paths``: which kernels run (``additional_config["template"]["attention"]``).
 
 Kernels: each device's ``attention_kernels`` (``devices/<name>/``) and the
-plain-torch reference (``kernels/paged_attention``). Importing this package
+plain-torch reference (``reference_kernels/paged_attention``). Importing this package
 imports neither vLLM nor torch.
 """

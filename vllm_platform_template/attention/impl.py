@@ -13,7 +13,7 @@ attention kernels (``TemplateDevice.attention``: the device folder's, loaded on
 first use, so an install never imports another device's kernel compiler) or the
 plain-torch reference. What is fixed for a cache is decided once, the first
 time the layer sees it: the cache is checked against the attention contract
-(``kernels/paged_attention/contract.py``), its kernels resolved, its key and
+(``reference_kernels/paged_attention/contract.py``), its kernels resolved, its key and
 value views split off; the first inputs are checked once too. Every later call
 is two unchecked launches (KV write, attention) on the step's plan, which the
 metadata builder made once for all layers. Features the kernels do not
@@ -32,7 +32,7 @@ from vllm.v1.attention.backend import AttentionImpl, AttentionLayer, AttentionTy
 from vllm_platform_template.attention.metadata import TemplateAttentionMetadata
 from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.device import AttentionKernels
-from vllm_platform_template.kernels.paged_attention import contract, reference
+from vllm_platform_template.reference_kernels.paged_attention import contract, reference
 from vllm_platform_template.settings import ATTENTION_BACKEND_NAME as BACKEND_NAME
 from vllm_platform_template.settings import options_of
 

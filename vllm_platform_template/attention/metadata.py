@@ -40,7 +40,7 @@ from vllm.v1.kv_cache_interface import AttentionSpec
 
 from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.device import AttentionKernels, AttentionPlanner
-from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
+from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout
 from vllm_platform_template.settings import options_of
 
 if TYPE_CHECKING:

@@ -23,8 +23,10 @@ from typing import Any
 import torch
 
 from vllm_platform_template.device import AttentionKernels, device_for
-from vllm_platform_template.kernels.paged_attention.reference import ReferenceAttentionKernels
 from vllm_platform_template.log import get_logger
+from vllm_platform_template.reference_kernels.paged_attention.reference import (
+    ReferenceAttentionKernels,
+)
 from vllm_platform_template.settings import ATTENTION_REQUESTS, options_of
 
 logger = get_logger(__name__)

@@ -31,7 +31,7 @@ KEY_SOURCES = (
     "ir_impls",
     "custom_ops",
     "devices",
-    "platform_plugin",
+    "platform_hooks",
     "patches.py",
     "settings.py",
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from vllm_platform_template.device import kernel_table
-from vllm_platform_template.kernels import reference
+from vllm_platform_template.reference_kernels import reference
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
 

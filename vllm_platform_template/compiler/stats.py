@@ -1,7 +1,7 @@
 """What the template compiler did in this process, for reports and tests.
 
 The compiler runs inside the worker; every template worker's ``template_stats``
-(``platform_plugin/worker_reports.py``) returns :func:`snapshot` through
+(``platform_hooks/worker_reports.py``) returns :func:`snapshot` through
 ``LLM.collective_rpc``.
 """
 

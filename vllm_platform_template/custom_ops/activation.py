@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from vllm.model_executor.layers.activation import SiluAndMul
 
-from vllm_platform_template.custom_ops.kernels import platform_kernel_table
+from vllm_platform_template.custom_ops.kernel_table import platform_kernel_table
 
 
 @SiluAndMul.register_oot

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from vllm_platform_template.custom_ops.kernels import platform_kernel_table
+from vllm_platform_template.custom_ops.kernel_table import platform_kernel_table
 from vllm_platform_template.device import KernelTable
 
 REGISTRY_MODULE = "vllm.model_executor.hw_agnostic.custom_op"

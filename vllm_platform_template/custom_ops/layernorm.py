@@ -22,7 +22,7 @@ import torch
 from vllm.config import get_current_vllm_config_or_none
 from vllm.model_executor.layers.layernorm import RMSNorm
 
-from vllm_platform_template.custom_ops.kernels import platform_kernel_table
+from vllm_platform_template.custom_ops.kernel_table import platform_kernel_table
 from vllm_platform_template.settings import options_of
 
 

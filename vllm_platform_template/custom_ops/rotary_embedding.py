@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
 
-from vllm_platform_template.custom_ops.kernels import platform_kernel_table
+from vllm_platform_template.custom_ops.kernel_table import platform_kernel_table
 
 
 @RotaryEmbedding.register_oot

@@ -13,7 +13,7 @@ Each ``devices/<name>/`` folder's ``device.py`` exports ``DEVICE`` (a
 
 ``device.py`` and what it imports stay below the platform layer (no vLLM), so the
 rest of the plugin can ask it for kernels without importing a platform; the
-platform modules import vLLM and the shared hooks in ``platform_plugin``.
+platform modules import vLLM and the shared hooks in ``platform_hooks``.
 ``vllm-template new`` and docs/porting-guide.md start a new device from one of
 these folders.
 """

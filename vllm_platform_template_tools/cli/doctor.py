@@ -37,7 +37,7 @@ def _version(dist: str) -> str | None:
 
 
 def collect(device: str | None) -> dict[str, Any]:
-    from vllm_platform_template.platform_plugin.activation import DEVICE_ENV, select_platform
+    from vllm_platform_template.platform_hooks.activation import DEVICE_ENV, select_platform
 
     environ = dict(os.environ)
     if device is not None:
@@ -78,7 +78,7 @@ def collect(device: str | None) -> dict[str, Any]:
 
     import vllm_platform_template.ir_impls  # noqa: F401  (registers the providers)
     from vllm_platform_template.ir_impls import PROVIDER_STATUS
-    from vllm_platform_template.platform_plugin import policy
+    from vllm_platform_template.platform_hooks import policy
 
     ops: dict[str, Any] = {}
     for name, op in sorted(IrOp.registry.items()):

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from vllm_platform_template.platform_plugin.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
 

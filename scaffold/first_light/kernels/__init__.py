@@ -3,7 +3,7 @@
 The kernel table (``device.py``) takes its entries from here, with vLLM's op
 semantics: ``rms_norm``, ``fused_add_rms_norm`` (returns ``(out, x + residual)``),
 ``gelu_and_mul_sparse``, ``silu_and_mul``. First light re-exports the reference
-(``vllm_platform_template/kernels/reference.py``), which vLLM's native code
+(``vllm_platform_template/reference_kernels/reference.py``), which vLLM's native code
 equals, and takes every call (:func:`supports`). Speed, one op at a time
 (docs/porting-guide.md, "10. Kernels: IR providers and custom ops"): write the
 kernel in your device's language; register it as a torch operator with a fake
@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_platform_template.kernels.reference import (
+from vllm_platform_template.reference_kernels.reference import (
     native_fused_add_rms_norm as fused_add_rms_norm,
 )
-from vllm_platform_template.kernels.reference import (
+from vllm_platform_template.reference_kernels.reference import (
     native_gelu_and_mul_sparse as gelu_and_mul_sparse,
 )
-from vllm_platform_template.kernels.reference import native_rms_norm as rms_norm
-from vllm_platform_template.kernels.reference import silu_and_mul
+from vllm_platform_template.reference_kernels.reference import native_rms_norm as rms_norm
+from vllm_platform_template.reference_kernels.reference import silu_and_mul
 
 __all__ = ["fused_add_rms_norm", "gelu_and_mul_sparse", "rms_norm", "silu_and_mul", "supports"]
 

@@ -29,7 +29,7 @@ import platform
 
 import torch
 
-from vllm_platform_template.kernels.paged_attention.contract import (
+from vllm_platform_template.reference_kernels.paged_attention.contract import (
     AttentionLayout,
     check_attention,
     check_kv_write,

@@ -1,6 +1,6 @@
 """The CPU reference backend's platform.
 
-vLLM hook: the class the entry point (``platform_plugin.activation.register``) names for
+vLLM hook: the class the entry point (``platform_hooks.activation.register``) names for
 ``VLLM_TEMPLATE_DEVICE=cpu``. It is vLLM's ``CpuPlatform`` reporting
 ``PlatformEnum.OOT`` - an out-of-tree platform whose "accelerator" is the host
 CPU, so that every integration path of the template runs in public CI.
@@ -19,7 +19,7 @@ from vllm_platform_template.devices.cpu import policy as cpu_policy
 from vllm_platform_template.devices.cpu.device import DEVICE
 from vllm_platform_template.log import QuietedMessage, get_logger, quiet_vllm_messages
 from vllm_platform_template.patches import apply_patch
-from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
+from vllm_platform_template.platform_hooks.mixin import TemplatePlatformMixin
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig

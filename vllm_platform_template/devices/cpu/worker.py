@@ -17,7 +17,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 
 from vllm_platform_template.devices.cpu import fast_paths as cpu_fast_paths
 from vllm_platform_template.devices.cpu import patches
-from vllm_platform_template.platform_plugin.worker_reports import TemplateWorkerReports
+from vllm_platform_template.platform_hooks.worker_reports import TemplateWorkerReports
 
 
 class TemplateCPUWorker(TemplateWorkerReports, CPUWorker):

@@ -2,7 +2,7 @@
 
 vLLM hook served: the attention kernels behind ``Platform.get_attn_backend_cls``
 (``TEMPLATE_ATTN``'s impl and metadata builder, ``attention/``, run them on the
-device); the kernels themselves are in ``kernels/paged_attention.py`` (plain
+device); the kernels themselves are in ``reference_kernels/paged_attention.py`` (plain
 cache layout, the reference's). The builder keeps one
 ``TritonAttentionPlanner`` per KV-cache group: a launch plan per batch shape,
 made once, and one persistent split scratch, so a FULL graph can hold a decode
@@ -20,7 +20,7 @@ from vllm_platform_template.devices.gpu.kernels.paged_attention import (
     AttentionPlan,
     TritonAttentionPlanner,
 )
-from vllm_platform_template.kernels.paged_attention.contract import AttentionLayout
+from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout
 
 
 class TritonAttentionKernels:

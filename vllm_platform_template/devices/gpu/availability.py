@@ -1,7 +1,7 @@
 """Whether this machine can run this folder's device, and in which tier: read by the entry point.
 
 vLLM hook served: the ``vllm.platform_plugins`` entry point
-(``platform_plugin.activation``) asks before it names the platform class, in
+(``platform_hooks.activation``) asks before it names the platform class, in
 every vLLM process, so nothing here imports vLLM or this folder's kernels.
 
 :data:`HOOKS` is the folder's hooks in two tiers, the one place they are named

@@ -1,6 +1,6 @@
 """The device's platform: a plain vLLM ``Platform`` whose identity comes from ``identity.py``.
 
-vLLM hook: the class the entry point (``platform_plugin.activation.register``)
+vLLM hook: the class the entry point (``platform_hooks.activation.register``)
 names for ``VLLM_TEMPLATE_DEVICE=<IDENTITY.device_type>``. This is the shape a
 vendor copies for a new accelerator: it subclasses
 ``vllm.platforms.interface.Platform`` directly (not vLLM's ``CudaPlatform``),
@@ -32,7 +32,8 @@ Which hook serves what (docs/porting-guide.md; tiers in ``availability.HOOKS``):
 - eager mode and the model runner (first light): with no kernel compiler in the
   table, :meth:`apply_config_platform_defaults` runs the engine eagerly on
   vLLM's V1 model runner, synchronously, and :meth:`register_triton_kernel_overrides`
-  gives that runner its one per-step compiled kernel in torch (``kernels/model_runner.py``);
+  gives that runner its one per-step compiled kernel in torch
+  (``reference_kernels/model_runner.py``);
   with no graph API, no graphs;
 - kernels: ``import_kernels`` loads the folder's kernels instead of ``vllm._C``;
   the IR providers, custom ops, compiler, pass manager, graph wrapper and
@@ -64,7 +65,7 @@ from vllm_platform_template.devices.gpu.availability import FOLDER, first_light_
 from vllm_platform_template.devices.gpu.device import DEVICE
 from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity, torch_module
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
+from vllm_platform_template.platform_hooks.mixin import TemplatePlatformMixin
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -196,7 +197,7 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
         if IDENTITY.kernel_compiler is None:
             from vllm.triton_utils.dispatcher import register_kernels
 
-            from vllm_platform_template.kernels.model_runner import OVERRIDES
+            from vllm_platform_template.reference_kernels.model_runner import OVERRIDES
 
             register_kernels(OVERRIDES)
 

@@ -52,7 +52,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.graph_wrapper.stats import watch_full_graphs
-from vllm_platform_template.platform_plugin.worker_reports import TemplateWorkerReports
+from vllm_platform_template.platform_hooks.worker_reports import TemplateWorkerReports
 
 
 class TemplateGpuWorker(TemplateWorkerReports, Worker):

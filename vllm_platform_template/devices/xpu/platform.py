@@ -1,6 +1,6 @@
 """The XPU platform of the template (reserved; unverified on hardware).
 
-vLLM hook: the class the entry point (``platform_plugin.activation.register``) names for
+vLLM hook: the class the entry point (``platform_hooks.activation.register``) names for
 ``VLLM_TEMPLATE_DEVICE=xpu``. Built on vLLM's ``XPUPlatform`` (upstream
 PyTorch's XPU device) with the ``template_ipex`` IR provider first in eager
 mode and the fusion-only stage. No XPU was available to this project: its
@@ -14,7 +14,7 @@ from __future__ import annotations
 from vllm.platforms.xpu import XPUPlatform
 
 from vllm_platform_template.devices.xpu.device import DEVICE
-from vllm_platform_template.platform_plugin.mixin import TemplatePlatformMixin
+from vllm_platform_template.platform_hooks.mixin import TemplatePlatformMixin
 
 STOCK_XPU_WORKER = "vllm.v1.worker.xpu_worker.XPUWorker"
 TEMPLATE_XPU_WORKER = "vllm_platform_template.devices.xpu.worker.TemplateXPUWorker"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vllm.v1.worker.xpu_worker import XPUWorker
 
-from vllm_platform_template.platform_plugin.worker_reports import TemplateWorkerReports
+from vllm_platform_template.platform_hooks.worker_reports import TemplateWorkerReports
 
 
 class TemplateXPUWorker(TemplateWorkerReports, XPUWorker):

@@ -39,7 +39,7 @@ lengths. :class:`TritonAttentionPlanner` decides each shape's
 and :func:`write_kv_unchecked` / :func:`attend_unchecked` launch it through
 ``launch.Launch`` (no per-call argument binding by Triton); the public
 :func:`reshape_and_cache_` and :func:`paged_attention` check their arguments
-against the contract of every path (``kernels/paged_attention/contract.py``) first.
+against the contract of every path (``reference_kernels/paged_attention/contract.py``) first.
 
 vLLM hook served: the attention kernels of ``TEMPLATE_ATTN``
 (``Platform.get_attn_backend_cls``), through ``attention_kernels.py``. Proven by
@@ -65,7 +65,7 @@ from vllm_platform_template.devices.gpu.kernels import (
     next_power_of_2,
 )
 from vllm_platform_template.devices.gpu.kernels.launch import Launch
-from vllm_platform_template.kernels.paged_attention.contract import (
+from vllm_platform_template.reference_kernels.paged_attention.contract import (
     AttentionLayout,
     check_attention,
     check_kv_write,
@@ -1008,7 +1008,7 @@ def paged_attention(
 ) -> torch.Tensor:
     """Causal paged attention of ``query`` ``[T, Hq, D]`` into ``output``; returns ``output``.
 
-    The contract of every path (``kernels/paged_attention/contract.py``):
+    The contract of every path (``reference_kernels/paged_attention/contract.py``):
     ``output`` shaped like ``query``; caches ``[num_blocks, Hkv, block_size, D]``
     of the query's dtype, ``Hq % Hkv == 0``; ``block_table`` ``[num_reqs,
     max_blocks]``, ``seq_lens`` ``[num_reqs]`` (context + new tokens, already in

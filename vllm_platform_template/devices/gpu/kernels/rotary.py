@@ -9,7 +9,7 @@ For token ``t`` at position ``p = positions[t]`` and each head of ``query`` and
 
 with ``(x1, x2)`` the two halves of the rotary channels (NeoX style) or the
 even/odd channels (GPT-J style); channels past ``rotary_dim`` are untouched
-(``kernels/reference.py::rotary_embedding`` is the readable definition). The
+(``reference_kernels/reference.py::rotary_embedding`` is the readable definition). The
 cache values are cast to the query dtype first, as the reference does; the
 arithmetic is float32 with one rounding.
 
@@ -42,7 +42,7 @@ from vllm_platform_template.devices.gpu.kernels import (
     check_launch_device,
     next_power_of_2,
 )
-from vllm_platform_template.kernels.paged_attention.contract import check_slot_mapping
+from vllm_platform_template.reference_kernels.paged_attention.contract import check_slot_mapping
 
 __all__ = ["rotary_embedding_", "rotary_embedding_and_cache_"]
 

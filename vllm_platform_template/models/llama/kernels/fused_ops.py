@@ -19,10 +19,12 @@ from __future__ import annotations
 import torch
 
 from vllm_platform_template.device import AttentionKernels, kernel_table
-from vllm_platform_template.kernels import reference as kernel_reference
-from vllm_platform_template.kernels.paged_attention import reference as attention_reference
-from vllm_platform_template.kernels.paged_attention.contract import check_kv_write
 from vllm_platform_template.models.llama.kernels import reference
+from vllm_platform_template.reference_kernels import reference as kernel_reference
+from vllm_platform_template.reference_kernels.paged_attention import (
+    reference as attention_reference,
+)
+from vllm_platform_template.reference_kernels.paged_attention.contract import check_kv_write
 
 
 def add_rms_norm_(

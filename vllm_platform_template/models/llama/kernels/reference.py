@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from vllm_platform_template.kernels import reference as kernel_reference
-from vllm_platform_template.kernels.paged_attention import reference as attention_reference
+from vllm_platform_template.reference_kernels import reference as kernel_reference
+from vllm_platform_template.reference_kernels.paged_attention import (
+    reference as attention_reference,
+)
 
 
 def add_rms_norm(

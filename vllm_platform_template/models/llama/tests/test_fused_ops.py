@@ -15,8 +15,10 @@ import torch
 
 from vllm_platform_template.devices.cpu import attention_kernels as cpu_attention
 from vllm_platform_template.devices.cpu import vllm_cpu_build
-from vllm_platform_template.kernels.paged_attention import reference as attention_reference
 from vllm_platform_template.models.llama.kernels import fused_ops, reference
+from vllm_platform_template.reference_kernels.paged_attention import (
+    reference as attention_reference,
+)
 
 torch.manual_seed(0)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from vllm_platform_template.kernels.paged_attention.contract import (
+from vllm_platform_template.reference_kernels.paged_attention.contract import (
     AttentionLayout,
     check_attention,
     check_dim,

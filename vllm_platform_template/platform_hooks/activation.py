@@ -33,7 +33,7 @@ from vllm_platform_template.settings import (
     SUPPORTED_VLLM_VERSIONS,
 )
 
-ERROR_QUALNAME = "vllm_platform_template.platform_plugin.activation.raise_activation_error"
+ERROR_QUALNAME = "vllm_platform_template.platform_hooks.activation.raise_activation_error"
 
 
 class TemplateActivationError(RuntimeError):
@@ -140,6 +140,6 @@ def register_general() -> None:
     selection = select_platform()
     if selection.qualname is None or selection.problem is not None:
         return
-    from vllm_platform_template.platform_plugin.registration import register_all
+    from vllm_platform_template.platform_hooks.registration import register_all
 
     register_all(selection.device or "cpu")

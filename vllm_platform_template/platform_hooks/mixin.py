@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, ClassVar
 from vllm.platforms.interface import PlatformEnum
 
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.platform_plugin import policy
-from vllm_platform_template.platform_plugin.activation import (
+from vllm_platform_template.platform_hooks import policy
+from vllm_platform_template.platform_hooks.activation import (
     TemplateActivationError,
     installed_vllm,
     vllm_version_problem,
@@ -282,7 +282,7 @@ class TemplatePlatformMixin:
     @classmethod
     def _check_compile_cache(cls, vllm_config: VllmConfig) -> None:
         """Use only a trusted, writable compile cache (see ``compile_cache``)."""
-        from vllm_platform_template.platform_plugin import compile_cache
+        from vllm_platform_template.platform_hooks import compile_cache
 
         message = compile_cache.use_trusted_cache(vllm_config.compilation_config)
         if message:
