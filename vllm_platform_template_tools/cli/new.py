@@ -192,6 +192,7 @@ FIRST_LIGHT_TESTS = (
     Entry("tests/unit/test_gpu_platform.py", "the platform's shape and first-light policy"),
     Entry("tests/unit/test_guide_references.py", "citations of the porting guide resolve"),
     Entry("tests/unit/test_import_graph.py", "imports flow one way"),
+    Entry("tests/unit/test_kernel_supports.py", "the kernel table's supports checks"),
     Entry("tests/unit/test_logprob_closeness.py", "the logprob-closeness rule"),
     Entry("tests/unit/test_model_runner_kernels.py", "the model runner's slot mapping in torch"),
     Entry("tests/unit/test_options.py", "the plugin's options"),

@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from vllm_platform_template.reference_kernels.supports import RowKernels
+
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # vLLM's CPU kernels process rows in SIMD vectors and reject (TORCH_CHECK) row
 # lengths that are not a multiple of the vector width; 16 covers every ISA.
@@ -150,49 +152,15 @@ def rotary_embedding_(
 
 
 # --- which calls the kernels take (the kernel table's ``supports``) ------------------
-def _rows_ok(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
-    """Layouts vLLM's C++ row kernels take: contiguous rows, SIMD-aligned length.
-
-    The C++ row kernels read rows as contiguous memory: a strided input silently
-    gives wrong results there, so such calls go to the next provider.
-    """
-    return (
-        x.device.type == "cpu"
-        and x.dtype in _FLOAT_DTYPES
-        and x.dim() >= 1
-        and x.is_contiguous()
-        and x.shape[-1] > 0
-        and x.shape[-1] % ROW_ALIGNMENT == 0
-        and (weight is None or (weight.dtype == x.dtype and weight.shape == x.shape[-1:]))
-    )
-
-
-def rms_norm_supports(
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    epsilon: float,
-    variance_size: int | None = None,
-) -> bool:
-    return variance_size is None and _rows_ok(x, weight)
-
-
-def fused_add_rms_norm_supports(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    epsilon: float,
-    variance_size: int | None = None,
-) -> bool:
-    return (
-        variance_size is None
-        and _rows_ok(x, weight)
-        and residual.shape == x.shape
-        and residual.dtype == x.dtype
-        and residual.is_contiguous()
-    )
-
-
-def gelu_and_mul_sparse_supports(
-    x: torch.Tensor, std_multiplier: float, approximate: str = "none"
-) -> bool:
-    return x.device.type == "cpu" and x.dtype in _FLOAT_DTYPES and x.shape[-1] % 2 == 0
+# vLLM's C++ row kernels read rows as contiguous memory (a strided input silently gives
+# wrong results there, so such calls go to the next provider) in SIMD-aligned lengths;
+# the sparse GELU is plain torch.
+ROWS = RowKernels(
+    device_types=("cpu",),
+    dtypes=_FLOAT_DTYPES,
+    row_alignment=ROW_ALIGNMENT,
+    activation_any_layout=True,
+)
+rms_norm_supports = ROWS.rms_norm_supports
+fused_add_rms_norm_supports = ROWS.fused_add_rms_norm_supports
+gelu_and_mul_sparse_supports = ROWS.gelu_and_mul_sparse_supports

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from vllm_platform_template.reference_kernels.supports import RowKernels
+
 
 def _minor(version: str) -> tuple[int, int]:
     major, minor = version.split("+", 1)[0].split(".")[:2]
@@ -82,41 +84,11 @@ def fused_add_rms_norm(
 
 
 # --- which calls the kernels take (the kernel table's ``supports``) ------------------
-_DTYPES = (torch.float32, torch.bfloat16)
-
-
-def _rows_ok(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
-    """IPEX's row kernels: contiguous fp32/bf16 rows and a weight (they need one)."""
-    return (
-        x.device.type in ("cpu", "xpu")
-        and x.dtype in _DTYPES
-        and x.is_contiguous()
-        and weight is not None
-        and weight.dtype == x.dtype
-        and weight.shape == x.shape[-1:]
-    )
-
-
-def rms_norm_supports(
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    epsilon: float,
-    variance_size: int | None = None,
-) -> bool:
-    return variance_size is None and _rows_ok(x, weight)
-
-
-def fused_add_rms_norm_supports(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    epsilon: float,
-    variance_size: int | None = None,
-) -> bool:
-    return (
-        variance_size is None
-        and _rows_ok(x, weight)
-        and residual.shape == x.shape
-        and residual.dtype == x.dtype
-        and residual.is_contiguous()
-    )
+# IPEX's row kernels: contiguous fp32/bf16 rows and a weight (they need one).
+ROWS = RowKernels(
+    device_types=("cpu", "xpu"),
+    dtypes=(torch.float32, torch.bfloat16),
+    weight_required=True,
+)
+rms_norm_supports = ROWS.rms_norm_supports
+fused_add_rms_norm_supports = ROWS.fused_add_rms_norm_supports

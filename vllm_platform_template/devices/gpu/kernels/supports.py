@@ -12,53 +12,17 @@ the conformance kit's ``test_falls_through``.
 
 from __future__ import annotations
 
-import torch
-
 from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template.reference_kernels.supports import FLOAT_DTYPES, RowKernels
 
-FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-
-def _rows_ok(x: torch.Tensor, weight: torch.Tensor | None) -> bool:
-    return (
-        x.device.type == IDENTITY.device_type
-        and x.dtype in FLOAT_DTYPES
-        and x.dim() >= 1
-        and x.stride(-1) == 1
-        and (weight is None or (weight.dtype == x.dtype and weight.shape == x.shape[-1:]))
-    )
-
-
-def rms_norm_supports(
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    epsilon: float,
-    variance_size: int | None = None,
-) -> bool:
-    return _rows_ok(x, weight)
-
-
-def fused_add_rms_norm_supports(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    epsilon: float,
-    variance_size: int | None = None,
-) -> bool:
-    return (
-        _rows_ok(x, weight)
-        and residual.shape == x.shape
-        and residual.dtype == x.dtype
-        and residual.stride(-1) == 1
-    )
-
-
-def gelu_and_mul_sparse_supports(
-    x: torch.Tensor, std_multiplier: float, approximate: str = "none"
-) -> bool:
-    return (
-        x.device.type == IDENTITY.device_type
-        and x.dtype in FLOAT_DTYPES
-        and x.stride(-1) == 1
-        and x.shape[-1] % 2 == 0
-    )
+# The Triton kernels read rows through their stride (the last dimension contiguous) and
+# take RMSNorm's variance_size.
+ROWS = RowKernels(
+    device_types=(IDENTITY.device_type,),
+    dtypes=FLOAT_DTYPES,
+    contiguous=False,
+    takes_variance_size=True,
+)
+rms_norm_supports = ROWS.rms_norm_supports
+fused_add_rms_norm_supports = ROWS.fused_add_rms_norm_supports
+gelu_and_mul_sparse_supports = ROWS.gelu_and_mul_sparse_supports
