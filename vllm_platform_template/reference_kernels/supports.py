@@ -6,9 +6,9 @@ kernel, through each device folder's kernel table (``device.KernelTable``'s
 sparse GELU kernels take (:class:`RowKernels`: device types, dtypes, row layout,
 alignment, a required weight, ``variance_size``) and gets the three checks with
 vLLM's argument lists. The checks look at dtype, device and layout only - never at
-the batch size, so dispatch does not change with load. Proven by the folders'
-tests (``tests/unit/test_gpu_kernel_supports.py``, the conformance kit's
-``test_falls_through``) and ``tests/unit/test_kernel_supports.py``.
+the batch size, so dispatch does not change with load. Proven by
+``tests/unit/test_kernel_supports.py`` and each folder's own tests (the conformance
+kit's ``test_falls_through`` runs every provider's checks).
 """
 
 from __future__ import annotations
