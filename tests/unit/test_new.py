@@ -266,7 +266,10 @@ def test_settings_register_the_device_folder_under_its_type(generated) -> None:
     )
     for device, folder in FOLDERS.items():
         found = subprocess.run(
-            [sys.executable, "-c", code], cwd=generated[device], capture_output=True, text=True
+            [sys.executable, "-B", "-c", code],
+            cwd=generated[device],
+            capture_output=True,
+            text=True,
         )
         assert found.returncode == 0, found.stderr
         packages, qualnames = json.loads(found.stdout)
@@ -288,7 +291,12 @@ def test_configuration_holds_only_what_is_copied(generated) -> None:
     for config in ("tox.ini", "pyproject.toml", ".ci/run"):
         assert "ipex" not in (project / config).read_text().lower(), config
     commands = subprocess.run(
-        [sys.executable, "-c", "import vllm_acme_tools.cli.main as m; print(sorted(m.COMMANDS))"],
+        [
+            sys.executable,
+            "-B",
+            "-c",
+            "import vllm_acme_tools.cli.main as m; print(sorted(m.COMMANDS))",
+        ],
         cwd=project,
         capture_output=True,
         text=True,
