@@ -42,18 +42,25 @@ def _tox(args: list[str], cwd: Path, work_dir: Path | None = None) -> subprocess
     )
 
 
-def _config(envs: list[str], work_dir: Path) -> dict[str, dict[str, str]]:
-    result = _tox(["config", "-e", ",".join(envs), "-k", "env_dir", "runner"], ROOT, work_dir)
+def _config(
+    envs: list[str], work_dir: Path, keys: tuple[str, ...] = ("env_dir", "runner")
+) -> dict[str, dict[str, str]]:
+    """``keys`` of each env as tox resolves them (inheritance applied; ``envs`` may be
+    ``["ALL"]``); a multi-line value joined by newlines."""
+    result = _tox(["config", "-e", ",".join(envs), "-k", *keys], ROOT, work_dir)
     assert result.returncode == 0, result.stdout + result.stderr
     config: dict[str, dict[str, str]] = {}
-    section = ""
+    section, key = "", ""
     for line in result.stdout.splitlines():
         if line.startswith("[testenv:"):
             section = line.strip()[len("[testenv:") : -1]
             config[section] = {}
-        elif " = " in line and section:
-            key, value = line.split(" = ", 1)
-            config[section][key.strip()] = value.strip()
+        elif line.startswith("  ") and section and key:
+            config[section][key] += "\n" + line.strip()
+        elif " =" in line and section:
+            key, value = line.split(" =", 1)
+            key = key.strip()
+            config[section][key] = value.strip()
     return config
 
 
@@ -110,31 +117,11 @@ def test_without_the_runner_tox_recreates(tmp_path: Path) -> None:
     assert not marker_survived
 
 
-def _env_values(work_dir: Path, keys: list[str]) -> dict[str, dict[str, str]]:
-    """Every env of tox.ini with ``keys`` as tox resolves them (inheritance applied);
-    a multi-line value joined by newlines."""
-    result = _tox(["config", "-e", "ALL", "-k", *keys], ROOT, work_dir)
-    assert result.returncode == 0, result.stdout + result.stderr
-    envs: dict[str, dict[str, str]] = {}
-    section, key = "", ""
-    for line in result.stdout.splitlines():
-        if line.startswith("[testenv:"):
-            section = line.strip()[len("[testenv:") : -1]
-            envs[section] = {}
-        elif line.startswith("  ") and section and key:
-            envs[section][key] += "\n" + line.strip()
-        elif " =" in line and section:
-            key, value = line.split(" =", 1)
-            key = key.strip()
-            envs[section][key] = value.strip()
-    return envs
-
-
 def test_every_env_that_builds_the_test_device_installs_it(tmp_path: Path) -> None:
     """An env that overrides ``deps`` inherits ``commands_pre``: the upstream env once
     ran the base env's ``python -m npu_test_device build`` without the package
     (CI: "No module named npu_test_device")."""
-    envs = _env_values(tmp_path / "work", ["deps", "commands_pre"])
+    envs = _config(["ALL"], tmp_path / "work", ("deps", "commands_pre"))
     assert "test" in envs, sorted(envs)
     builders = {
         name for name, values in envs.items() if "npu_test_device" in values.get("commands_pre", "")
