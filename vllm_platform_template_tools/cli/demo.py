@@ -265,18 +265,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def shutdown_engine(llm: Any) -> None:
-    """Stop the engine processes now and wait for them to exit, with vLLM's timeouts.
+# How long ``shutdown_engine`` lets the engine process stop before vLLM force-kills it.
+# vLLM's default is a best-effort 5 s; on a loaded 2-core host the engine's
+# exit can take longer, and a killed engine leaves its shared-memory queues to
+# the resource tracker, whose leak warnings then reach the user's stderr.
+ENGINE_STOP_TIMEOUT_S = 60.0
+
+
+def shutdown_engine(llm: Any, timeout_s: float = ENGINE_STOP_TIMEOUT_S) -> None:
+    """Stop the engine processes now and wait up to ``timeout_s`` for them to exit.
 
     Left to interpreter exit, vLLM's finalizer terminates the engine process and
     its liveness monitor may first report it "exited unexpectedly". vLLM's own
     callers stop an offline engine the same way (``llm_engine.engine_core.shutdown``,
-    as its tensorizer loader does). vLLM gives the engine process 5 s from SIGTERM,
-    its worker's exit included, then force-kills it; on the template platform both
-    end within about a second of it on a busy 2-core host (``patches.py``,
-    ``end_spawned_processes_like_forked_ones``).
+    as its tensorizer loader does). Nothing is in flight when the demo stops, so
+    waiting costs nothing: the engine and its worker end within about a second
+    on a quiet host (``patches.py``, ``end_spawned_processes_like_forked_ones``);
+    ``timeout_s`` (vLLM's ``shutdown(timeout=...)``) is how long a loaded host
+    gets before vLLM force-kills the engine, whose queues' shared memory would
+    then be reclaimed by the resource tracker with a warning on stderr.
     """
-    llm.llm_engine.engine_core.shutdown()
+    llm.llm_engine.engine_core.shutdown(timeout=timeout_s)
 
 
 def init_split(init_s: float, startup: dict[str, float]) -> dict[str, float]:
