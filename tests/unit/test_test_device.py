@@ -6,8 +6,10 @@ it is. What a vLLM engine needs of a device is covered piece by piece: tensors
 in the device's own memory counted by its allocator, views that write through,
 outputs a kernel resizes, copies both ways, the operator fallback and its
 counts, pinned host memory, generators, streams and events, two devices, the
-out-of-memory error, ``torch.accelerator`` and ``torch.npu``, and the ``npuccl``
-collectives between two processes.
+out-of-memory error, ``torch.accelerator`` and ``torch.npu``, the ``npuccl``
+collectives between two processes, and ``torch.accelerator.Graph``: capture
+records without running, replays into the same memory, keeps its pool, and
+refuses what a GPU graph refuses.
 """
 
 from __future__ import annotations
@@ -126,6 +128,134 @@ def test_runtime_pieces(device) -> None:
     assert device["capability"]
     # device 1 is the current one by then
     assert device["oom"] is not None and "npu:1 is out of memory" in device["oom"]
+
+
+@pytest.fixture(scope="module")
+def graphs() -> dict:
+    return _run(
+        """
+        import json, torch, npu_test_device as d
+        out = {}
+        x = torch.ones(4, device="npu")
+        w = torch.full((4,), 2.0, device="npu")
+        stream = torch.Stream(device="npu")
+        graph = torch.accelerator.Graph()
+        before = torch.accelerator.memory_allocated(0)
+        d.reset_dispatch_counts()
+        with stream, graph:
+            y = x * w + 1
+            y.add_(torch.nn.functional.silu(y))
+            y.copy_(y * 2)
+        out["captured_counts"] = d.dispatch_counts()
+        out["pool_bytes"] = torch.accelerator.memory_allocated(0) - before
+        y_ptr = y.data_ptr()
+        out["untouched_by_capture"] = d.host_view(y).tolist() != [
+            (3 + 3 / (1 + 2.718281828 ** -3)) * 2] * 4
+        d.reset_dispatch_counts()
+        graph.replay()
+        out["first"] = y.cpu().tolist()
+        x.fill_(3.0)
+        graph.replay()
+        out["second"] = y.cpu().tolist()
+        out["expected_second"] = ((7 + torch.nn.functional.silu(torch.full((4,), 7.0))) * 2).tolist()
+        out["replay_counts"] = {k: v for k, v in d.dispatch_counts().items()
+                                if k.startswith(("replay:", "runtime::Graph"))}
+        out["same_storage"] = y.data_ptr() == y_ptr
+
+        # The pool outlives the tensors; a graph sharing it keeps it; the last one frees it.
+        del y
+        shared = torch.accelerator.Graph(pool=graph.pool())
+        with stream, shared:
+            z = x + 1
+        out["shared_pool"] = shared.pool() == graph.pool()
+        held = torch.accelerator.memory_allocated(0)
+        del z, graph
+        out["kept_by_sharer"] = torch.accelerator.memory_allocated(0) == held
+        del shared
+        out["freed_with_last"] = held - torch.accelerator.memory_allocated(0)
+
+        def refused(action):
+            graph = torch.accelerator.Graph()
+            with stream:
+                graph.capture_begin()
+                try:
+                    action()
+                    error = None
+                except RuntimeError as e:
+                    error = str(e).splitlines()[0]
+                try:
+                    graph.capture_end()
+                    ended = None
+                except RuntimeError as e:
+                    ended = str(e).splitlines()[0]
+                graph.reset()
+                with stream, graph:  # a reset graph captures again
+                    (x + 1)
+                return [error, ended]
+
+        pinned = torch.zeros(4).pin_memory()
+        out["refused"] = {
+            "item": refused(lambda: (x * 2).sum().item()),
+            "to_pageable": refused(lambda: (x * 2).cpu()),
+            "from_pageable": refused(lambda: x.copy_(torch.ones(4))),
+            "synchronize": refused(lambda: torch.accelerator.synchronize()),
+            "data_dependent": refused(lambda: torch.nonzero(x)),
+            "to_pinned": refused(lambda: pinned.copy_(x)),
+        }
+        try:
+            torch.accelerator.Graph().capture_begin()
+            out["default_stream"] = None
+        except RuntimeError as e:
+            out["default_stream"] = str(e).splitlines()[0]
+        print(json.dumps(out))
+        """
+    )
+
+
+def test_a_capture_records_and_does_not_run(graphs) -> None:
+    assert graphs["untouched_by_capture"]
+    assert graphs["captured_counts"].get("runtime::Graph::capture_end") == 1
+    # results of captured operators are allocated at capture, from the graph's pool
+    assert graphs["pool_bytes"] >= 3 * 4 * 4
+
+
+def test_replay_reruns_the_record_on_the_same_memory(graphs) -> None:
+    expected_first = (3 + 3 / (1 + 2.718281828459045**-3)) * 2
+    assert graphs["first"] == pytest.approx([expected_first] * 4, rel=1e-6)
+    assert graphs["second"] == pytest.approx(graphs["expected_second"], rel=1e-6)
+    assert graphs["same_storage"]
+    counts = graphs["replay_counts"]
+    assert counts["runtime::Graph::replay"] == 2
+    assert counts["replay:aten::silu.out"] == 2 and counts["replay:aten::mul.out"] == 4
+
+
+def test_the_pool_lives_until_the_last_graph_sharing_it_goes(graphs) -> None:
+    assert graphs["shared_pool"] and graphs["kept_by_sharer"]
+    assert graphs["freed_with_last"] >= graphs["pool_bytes"]
+
+
+@pytest.mark.parametrize(
+    ("action", "says"),
+    [
+        ("item", "reading a value to the host"),
+        ("to_pageable", "copying to pageable host memory"),
+        ("from_pageable", "copying from pageable host memory"),
+        ("synchronize", "synchronizing the device"),
+        ("data_dependent", "cannot be sized without running it"),
+    ],
+)
+def test_what_a_gpu_graph_refuses_fails_and_invalidates_the_capture(graphs, action, says) -> None:
+    error, ended = graphs["refused"][action]
+    assert error is not None and says in error and "is not allowed during capture" in error
+    assert ended is not None and "invalidated by" in ended and says in ended
+
+
+def test_copies_to_pinned_memory_are_captured(graphs) -> None:
+    assert graphs["refused"]["to_pinned"] == [None, None]
+
+
+def test_capture_on_the_default_stream_is_refused(graphs) -> None:
+    assert "a stream other than the default stream" in graphs["default_stream"]
 
 
 def test_an_unbuilt_device_says_how_to_build_it(tmp_path) -> None:

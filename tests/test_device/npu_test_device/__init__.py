@@ -18,7 +18,11 @@ Pieces, each with the torch hook it serves:
   ``PrivateUse1HooksInterface``;
 - ``csrc/ops.cpp``: the operators a device owns (empty, views, resize, copies)
   and the fallback that runs every other operator on host views of the same
-  storage, counting each dispatch (:func:`dispatch_counts`);
+  storage, counting each dispatch (:func:`dispatch_counts`), or records it into
+  the graph being captured;
+- ``csrc/graphs.cpp``: ``torch.accelerator.Graph`` (``at::GraphImplInterface``
+  in ``at::GraphImplRegistry``): capture records without running, memory pools,
+  replay, and the capture rules of a GPU;
 - :mod:`.device_module`: ``torch.npu`` (``torch._register_device_module``);
 - :mod:`.collectives`: the ``npuccl`` ``torch.distributed`` backend.
 
@@ -58,7 +62,7 @@ COUNT_ENV = "NPU_TEST_DEVICE_COUNT"
 MEMORY_ENV = "NPU_TEST_DEVICE_MEMORY"
 """Each device's memory in bytes (4 GiB by default)."""
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = ("runtime.cpp", "ops.cpp")
+SOURCES = ("runtime.cpp", "ops.cpp", "graphs.cpp")
 LIBRARY = "npu_test_device"
 
 
@@ -120,6 +124,7 @@ def register() -> None:
         )
     torch.ops.load_library(str(path))
     torch.utils.rename_privateuse1_backend(NAME)
+    torch.ops.npu_test.register_graph_impl()  # torch.accelerator.Graph, keyed by the new name
     from npu_test_device import collectives, device_module
 
     torch._register_device_module(NAME, device_module)

@@ -14,6 +14,13 @@
 // counted by operator name (npu_test::dispatch_counts), so a test can see what ran here.
 //
 // npu_test::host_view(t) gives the same host view to Python (the collectives use it).
+//
+// While a graph captures (graphs.cpp), an operator or copy launched on the capturing stream
+// is recorded, not run: its results are allocated now (from the graph's pool), sized by the
+// operator's meta kernel as a GPU runtime sizes them on the host, and each replay runs the
+// operator again into the same memory. Operators that only make views run at once (no work
+// is launched); reading a value to the host, or copying to or from pageable host memory,
+// fails as it does on a GPU.
 
 #include "runtime.h"
 
@@ -131,7 +138,11 @@ struct Argument {
 
 class HostCall {
  public:
-  HostCall(const c10::OperatorHandle& op, torch::jit::Stack* stack) : op_(op), stack_(stack) {}
+  // `into`: results written into these device tensors (a replayed graph node), by return.
+  HostCall(
+      const c10::OperatorHandle& op, torch::jit::Stack* stack,
+      const std::vector<c10::IValue>* into = nullptr)
+      : op_(op), stack_(stack), into_(into) {}
 
   void run() {
     const auto& schema = op_.schema();
@@ -152,12 +163,17 @@ class HostCall {
     const auto results = stack_->size() - schema.returns().size();
     for (size_t i = 0; i < schema.returns().size(); ++i) {
       auto& value = (*stack_)[results + i];
+      const c10::IValue* into = into_ != nullptr ? &(*into_)[i] : nullptr;
       if (value.isTensor()) {
-        value = to_device(value.toTensor(), schema.returns()[i].alias_info());
+        value = to_device(
+            value.toTensor(), schema.returns()[i].alias_info(),
+            into != nullptr && into->isTensor() ? into->toTensor() : at::Tensor());
       } else if (value.isTensorList()) {
         auto list = value.toTensorList();
         for (size_t j = 0; j < list.size(); ++j) {
-          list[j] = to_device(list[j], schema.returns()[i].alias_info());
+          list[j] = to_device(
+              list[j], schema.returns()[i].alias_info(),
+              into != nullptr && into->isTensorList() ? into->toTensorList()[j] : at::Tensor());
         }
         value = list;
       }
@@ -210,9 +226,14 @@ class HostCall {
     }
   }
 
-  at::Tensor to_device(const at::Tensor& result, const c10::AliasInfo* alias) {
+  at::Tensor to_device(
+      const at::Tensor& result, const c10::AliasInfo* alias, const at::Tensor& into) {
     if (!result.defined() || !result.is_cpu() || !device_) {
       return result;
+    }
+    if (into.defined()) {
+      host_view_of(into).copy_(result);
+      return into;
     }
     for (const auto& argument : arguments_) {
       if (argument.host.defined() && result.is_same(argument.host)) {
@@ -238,14 +259,183 @@ class HostCall {
 
   const c10::OperatorHandle& op_;
   torch::jit::Stack* stack_;
+  const std::vector<c10::IValue>* into_;
   std::optional<c10::Device> device_;
   std::vector<Argument> arguments_;
   std::vector<std::pair<at::Generator, at::Generator>> generators_;
 };
 
+// --- graph capture: record instead of run ---------------------------------------------------
+
+std::optional<c10::Device> device_of_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto first = stack.size() - op.schema().arguments().size();
+  for (size_t i = first; i < stack.size(); ++i) {
+    const auto& value = stack[i];
+    if (value.isTensor() && value.toTensor().defined() && value.toTensor().is_privateuseone()) {
+      return value.toTensor().device();
+    }
+    if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList()) {
+        if (tensor.defined() && tensor.is_privateuseone()) {
+          return tensor.device();
+        }
+      }
+    }
+    if (value.isDevice() && value.toDevice().is_privateuseone()) {
+      return value.toDevice();
+    }
+  }
+  return std::nullopt;
+}
+
+at::Tensor meta_like(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.is_privateuseone()) {
+    return tensor;
+  }
+  const auto elements = (static_cast<int64_t>(tensor.storage().nbytes()) + tensor.itemsize() - 1) /
+      tensor.itemsize();
+  return at::empty({elements}, tensor.options().device(c10::kMeta))
+      .as_strided(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+}
+
+c10::IValue meta_of(const c10::IValue& value) {
+  if (value.isTensor()) {
+    return meta_like(value.toTensor());
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> meta;
+    for (const at::Tensor& tensor : value.toTensorList()) {
+      meta.push_back(meta_like(tensor));
+    }
+    return meta;
+  }
+  if (value.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> meta;
+    for (const std::optional<at::Tensor>& tensor : value.toOptionalTensorList()) {
+      meta.push_back(tensor ? std::optional(meta_like(*tensor)) : std::nullopt);
+    }
+    return meta;
+  }
+  if (value.isDevice() && value.toDevice().is_privateuseone()) {
+    return c10::Device(c10::kMeta);
+  }
+  return value;
+}
+
+at::Tensor device_like(const at::Tensor& meta, c10::Device device) {
+  c10::DeviceGuard guard(device);
+  auto options = meta.options().device(device);
+  return meta.is_non_overlapping_and_dense()
+      ? at::empty_strided(meta.sizes(), meta.strides(), options)
+      : at::empty(meta.sizes(), options);
+}
+
+std::string name_of(const c10::OperatorName& name) {
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+// Record `op` into the graph being captured: its results allocated now (the graph's pool),
+// its work run at each replay into the same memory.
+void record_call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::Device device) {
+  const auto& schema = op.schema();
+  const auto first = stack->size() - schema.arguments().size();
+  const auto alias_of = [](const c10::Argument& argument) { return argument.alias_info(); };
+  bool writes = false;
+  for (const auto& argument : schema.arguments()) {
+    writes = writes || (alias_of(argument) != nullptr && alias_of(argument)->isWrite());
+  }
+  bool views = false;
+  for (const auto& result : schema.returns()) {
+    views = views || (alias_of(result) != nullptr && !alias_of(result)->isWrite());
+  }
+  if (views && !writes) {  // a view: new sizes and strides over the same bytes, no work
+    HostCall(op, stack).run();
+    return;
+  }
+  std::vector<c10::IValue> arguments(stack->begin() + first, stack->end());
+  std::vector<c10::IValue> results(schema.returns().size());
+  bool needs_sizes = false;
+  for (const auto& result : schema.returns()) {
+    needs_sizes = needs_sizes || alias_of(result) == nullptr;
+  }
+  torch::jit::Stack sized;
+  if (needs_sizes) {
+    for (const auto& value : arguments) {
+      sized.push_back(meta_of(value));
+    }
+    try {
+      op.callBoxed(&sized);
+    } catch (const std::exception& error) {  // no meta kernel, or a data-dependent size
+      const std::string why = error.what();
+      refuse_during_capture(
+          "launching " + name_of(schema.operator_name()) +
+          ", whose results cannot be sized without running it (" +
+          why.substr(0, why.find('\n')) + ")");
+    }
+  }
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    const auto* alias = alias_of(schema.returns()[i]);
+    if (alias != nullptr) {  // an argument written in place (out=, foo_): the argument itself
+      for (size_t j = 0; j < arguments.size(); ++j) {
+        const auto* written = alias_of(schema.arguments()[j]);
+        if (written != nullptr && written->beforeSets() == alias->beforeSets()) {
+          results[i] = arguments[j];
+        }
+      }
+      continue;
+    }
+    const auto& meta = sized[sized.size() - schema.returns().size() + i];
+    if (meta.isTensor()) {
+      results[i] = device_like(meta.toTensor(), device);
+    } else if (meta.isTensorList()) {
+      c10::List<at::Tensor> made;
+      for (const at::Tensor& tensor : meta.toTensorList()) {
+        made.push_back(device_like(tensor, device));
+      }
+      results[i] = made;
+    } else {
+      results[i] = meta;
+    }
+  }
+  std::vector<c10::IValue> into;
+  for (size_t i = 0; i < results.size(); ++i) {
+    into.push_back(alias_of(schema.returns()[i]) == nullptr ? results[i] : c10::IValue());
+  }
+  record(name_of(schema.operator_name()), [op, arguments, into]() {
+    torch::jit::Stack replayed(arguments.begin(), arguments.end());
+    HostCall(op, &replayed, &into).run();
+  });
+  torch::jit::drop(*stack, schema.arguments().size());
+  for (auto& result : results) {
+    stack->push_back(std::move(result));
+  }
+}
+
 void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   count(op.schema().operator_name());
+  if (const auto device = device_of_call(op, *stack); device && recording(device->index())) {
+    record_call(op, stack, *device);
+    return;
+  }
   HostCall(op, stack).run();
+}
+
+// A copy launched during capture: recorded where a GPU would record it (device memory and
+// pinned host memory), refused where it would synchronize (pageable host memory).
+bool recorded_copy(const at::Tensor& self, const at::Tensor& dst) {
+  const auto& on_device = self.is_privateuseone() ? self : dst;
+  if (!recording(on_device.device().index())) {
+    return false;
+  }
+  for (const auto* host : {&self, &dst}) {
+    if (!host->is_privateuseone() && !is_pinned_host(host->data_ptr())) {
+      refuse_during_capture(
+          host == &dst ? "copying to pageable host memory (a host sync)"
+                       : "copying from pageable host memory (a host sync)");
+    }
+  }
+  record("aten::_copy_from", [self, dst]() { to_host(dst).copy_(to_host(self)); });
+  return true;
 }
 
 // --- the operators the device owns ---------------------------------------------------------
@@ -327,6 +517,9 @@ at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   count("aten::_copy_from");
+  if (recorded_copy(self, dst)) {
+    return dst;
+  }
   to_host(dst).copy_(to_host(self));
   return dst;
 }
@@ -334,6 +527,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   count("aten::_copy_from_and_resize");
   dst.resize_(self.sizes());
+  if (recorded_copy(self, dst)) {
+    return dst;
+  }
   to_host(dst).copy_(to_host(self));
   return dst;
 }
@@ -348,6 +544,9 @@ void manual_seed(int64_t device, int64_t seed) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   count("aten::_local_scalar_dense");
+  if (recording(self.device().index())) {
+    refuse_during_capture("reading a value to the host (.item(), a host sync)");
+  }
   return at::_local_scalar_dense(to_host(self));
 }
 

@@ -90,6 +90,14 @@ struct DeviceMemory final : c10::DeviceAllocator {
 
   at::DataPtr allocate(size_t nbytes) override {
     const auto device = current_device();
+    if (nbytes > 0) {
+      if (auto pooled = allocate_during_capture(device, nbytes)) {
+        return std::move(*pooled);
+      }
+    }
+    return allocate_outside_pools(device, nbytes);
+  }
+  at::DataPtr allocate_outside_pools(c10::DeviceIndex device, size_t nbytes) {
     void* data = nullptr;
     if (nbytes > 0) {
       count_call("runtime::DeviceAllocator::allocate");
@@ -365,7 +373,9 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getNewStream(c10::Device device, int /*priority*/) const override {
     count_call("runtime::Guard::getNewStream");
-    return c10::Stream(c10::Stream::UNSAFE, device, next_stream_id++);
+    // torch.Stream(device="npu") names no index: the stream is the current device's.
+    const c10::Device on(kType, device.has_index() ? device.index() : current_device());
+    return c10::Stream(c10::Stream::UNSAFE, on, next_stream_id++);
   }
 
   c10::Stream exchangeStream(c10::Stream stream) const override {
@@ -396,6 +406,7 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
 
   void synchronizeEvent(void* /*event*/) const override {
     count_call("runtime::Guard::synchronizeEvent");
+    refuse_during_capture("waiting for an event on the host");
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override {
@@ -417,10 +428,13 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
     return true;
   }
 
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {}
+  void synchronizeStream(const c10::Stream& /*stream*/) const override {
+    refuse_during_capture("synchronizing a stream");
+  }
 
   void synchronizeDevice(const c10::DeviceIndex /*device*/) const override {
     count_call("runtime::Guard::synchronizeDevice");
+    refuse_during_capture("synchronizing the device");
   }
 };
 
@@ -516,6 +530,19 @@ const bool hooks_registered = [] {
 }();
 
 }  // namespace
+
+at::DataPtr allocate_device_memory(c10::DeviceIndex device, size_t nbytes) {
+  return device_memory.allocate_outside_pools(device, nbytes);
+}
+
+bool is_pinned_host(const void* ptr) {
+  return pinned_memory.owns(ptr);
+}
+
+c10::StreamId current_stream_id(c10::DeviceIndex device) {
+  const auto found = current_streams.find(device);
+  return found == current_streams.end() ? 0 : found->second;
+}
 
 at::Allocator* device_allocator() {
   return &device_memory;

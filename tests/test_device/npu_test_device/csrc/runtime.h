@@ -4,7 +4,10 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 
 namespace npu_test {
@@ -20,6 +23,27 @@ at::Allocator* device_allocator();
 
 // Grow (with the device's allocator, keeping the bytes) or shrink a storage in place.
 void resize_storage(const c10::Storage& storage, size_t nbytes);
+
+// Allocate device memory outside any graph pool (the pools of graphs.cpp are made of it).
+at::DataPtr allocate_device_memory(c10::DeviceIndex device, size_t nbytes);
+
+// Whether `ptr` is in the device's pinned host memory.
+bool is_pinned_host(const void* ptr);
+
+// This thread's current stream on `device` (its id: 0 is the default stream).
+c10::StreamId current_stream_id(c10::DeviceIndex device);
+
+// --- graph capture (graphs.cpp) ---
+// Whether work on `device` launched now, from this thread on its current stream, goes into
+// the graph being captured instead of running.
+bool recording(c10::DeviceIndex device);
+// Record `work` (named `name`) into the capture; it runs at each replay.
+void record(const std::string& name, std::function<void()> work);
+// An allocation on `device` while a graph captures there: from the graph's pool, or a
+// refusal that invalidates the capture; std::nullopt when no capture concerns it.
+std::optional<at::DataPtr> allocate_during_capture(c10::DeviceIndex device, size_t nbytes);
+// Throw (and invalidate the capture) where this thread is capturing: `what` is not allowed.
+void refuse_during_capture(const std::string& what);
 
 // Count one call under `name` (operators and runtime hooks alike; npu_test::dispatch_counts).
 void count_call(const std::string& name);
