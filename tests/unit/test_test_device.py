@@ -157,7 +157,8 @@ def graphs() -> dict:
         x.fill_(3.0)
         graph.replay()
         out["second"] = y.cpu().tolist()
-        out["expected_second"] = ((7 + torch.nn.functional.silu(torch.full((4,), 7.0))) * 2).tolist()
+        seven = torch.full((4,), 7.0)
+        out["expected_second"] = ((7 + torch.nn.functional.silu(seven)) * 2).tolist()
         out["replay_counts"] = {k: v for k, v in d.dispatch_counts().items()
                                 if k.startswith(("replay:", "runtime::Graph"))}
         out["same_storage"] = y.data_ptr() == y_ptr
