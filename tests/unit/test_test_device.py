@@ -9,7 +9,7 @@ counts, pinned host memory, generators, streams and events, two devices, the
 out-of-memory error, ``torch.accelerator`` and ``torch.npu``, the ``npuccl``
 collectives between two processes, and ``torch.accelerator.Graph``: capture
 records without running, replays into the same memory, keeps its pool, and
-refuses what a GPU graph refuses.
+refuses what a device graph must refuse.
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ def test_the_pool_lives_until_the_last_graph_sharing_it_goes(graphs) -> None:
         ("data_dependent", "cannot be sized without running it"),
     ],
 )
-def test_what_a_gpu_graph_refuses_fails_and_invalidates_the_capture(graphs, action, says) -> None:
+def test_what_a_device_graph_refuses_fails_and_invalidates_the_capture(graphs, action, says) -> None:
     error, ended = graphs["refused"][action]
     assert error is not None and says in error and "is not allowed during capture" in error
     assert ended is not None and "invalidated by" in ended and says in ended

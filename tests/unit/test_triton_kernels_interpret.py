@@ -41,6 +41,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from paged_attention_reference import ref_paged_attention, ref_reshape_and_cache, split_kv_cache
 
 from vllm_platform_template.reference_kernels.reference import (  # torch only, no kernels
     native_fused_add_rms_norm,
@@ -54,61 +55,6 @@ from vllm_platform_template.reference_kernels.reference import (  # torch only, 
 REPORT_MARK = "TRITON_INTERPRET_REPORT "
 CHILD_TIMEOUT_S = 300
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-# ---------------------------------------------------------------------------
-# Reference semantics (vLLM IR native ops; pure-torch paged attention)
-# ---------------------------------------------------------------------------
-
-
-def split_kv_cache(kv_cache):
-    """[B, Hkv, N, 2D] layer cache -> (key_cache, value_cache), each [B, Hkv, N, D]."""
-    num_blocks, num_kv_heads, block_size, _ = kv_cache.shape
-    kv = kv_cache.view(num_blocks, num_kv_heads, 2 * block_size, -1)
-    key_cache, value_cache = kv.chunk(2, dim=2)
-    return key_cache, value_cache
-
-
-def ref_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
-    """Plain-layout cache write; slots < 0 are skipped."""
-    num_tokens = slot_mapping.shape[0]  # the KV-write contract: rows past it are padding
-    block_size = key_cache.shape[2]
-    slots = slot_mapping.to(torch.int64)
-    valid = slots >= 0
-    slots = slots[valid]
-    blk, off = slots // block_size, slots % block_size
-    key_cache[blk, :, off, :] = key[:num_tokens][valid].to(key_cache.dtype)
-    value_cache[blk, :, off, :] = value[:num_tokens][valid].to(value_cache.dtype)
-
-
-def ref_paged_attention(
-    query, key_cache, value_cache, block_table, seq_lens, query_start_loc, scale
-):
-    """Causal paged attention over a mixed batch in float32 (plain cache layout)."""
-    num_heads, head_size = query.shape[1:]
-    num_kv_heads, block_size = key_cache.shape[1], key_cache.shape[2]
-    group = num_heads // num_kv_heads
-    output = torch.empty_like(query)
-    qsl, sls = query_start_loc.tolist(), seq_lens.tolist()
-    for r, seq_len in enumerate(sls):
-        q_start, q_end = qsl[r], qsl[r + 1]
-        q_len = q_end - q_start
-        if q_len == 0:
-            continue
-        blocks = block_table[r, : (seq_len + block_size - 1) // block_size].to(torch.int64)
-        k = key_cache[blocks].permute(1, 0, 2, 3).reshape(num_kv_heads, -1, head_size)
-        v = value_cache[blocks].permute(1, 0, 2, 3).reshape(num_kv_heads, -1, head_size)
-        k = k[:, :seq_len].float().repeat_interleave(group, dim=0)
-        v = v[:, :seq_len].float().repeat_interleave(group, dim=0)
-        q = query[q_start:q_end].float().transpose(0, 1) * scale
-        logits = torch.matmul(q, k.transpose(1, 2))
-        q_pos = torch.arange(seq_len - q_len, seq_len)
-        visible = torch.arange(seq_len)[None, :] <= q_pos[:, None]
-        logits = logits.masked_fill(~visible, float("-inf"))
-        out = torch.matmul(torch.softmax(logits, dim=-1), v)
-        output[q_start:q_end] = out.transpose(0, 1).to(output.dtype)
-    return output
-
 
 # ---------------------------------------------------------------------------
 # Helpers of the checks
@@ -839,7 +785,9 @@ def interpreter_report(request: pytest.FixtureRequest) -> dict[str, dict[str, st
         for item in request.session.items
         if Path(str(item.fspath)).resolve() == this_file and hasattr(item, "callspec")
     ] or list(CHECKS)
-    python_path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    python_path = os.pathsep.join(
+        p for p in (str(REPO_ROOT), str(REPO_ROOT / "tests"), os.environ.get("PYTHONPATH")) if p
+    )
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONUNBUFFERED="1", PYTHONPATH=python_path)
     try:
         proc = subprocess.run(

@@ -160,6 +160,7 @@ FIRST_LIGHT_SOURCE = "scaffold/first_light"
 # The speed tier's tests ``--with-examples`` copies beside its code.
 EXAMPLE_TESTS = (
     "tests/gpu",
+    "tests/paged_attention_reference.py",
     "tests/unit/test_triton_kernels_interpret.py",
     "tests/unit/test_gpu_kernel_supports.py",
     "tests/unit/test_gpu_views.py",
