@@ -14,31 +14,15 @@ refuses what a device graph must refuse.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import tempfile
-import textwrap
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("npu_test_device")
 
-
-def _run(code: str, **env: str) -> Any:
-    """Run ``code`` as a script (a file: spawned ranks import it) with the device; its JSON."""
-    child = {**os.environ, "NPU_TEST_DEVICE": "1", **env}
-    with tempfile.TemporaryDirectory() as folder:
-        script = Path(folder, "check.py")
-        script.write_text(textwrap.dedent(code))
-        proc = subprocess.run(
-            [sys.executable, str(script)], env=child, capture_output=True, text=True, timeout=240
-        )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+from test_device_child import run_with_test_device as _run
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +229,9 @@ def test_the_pool_lives_until_the_last_graph_sharing_it_goes(graphs) -> None:
         ("data_dependent", "cannot be sized without running it"),
     ],
 )
-def test_what_a_device_graph_refuses_fails_and_invalidates_the_capture(graphs, action, says) -> None:
+def test_what_a_device_graph_refuses_fails_and_invalidates_the_capture(
+    graphs, action, says
+) -> None:
     error, ended = graphs["refused"][action]
     assert error is not None and says in error and "is not allowed during capture" in error
     assert ended is not None and "invalidated by" in ended and says in ended

@@ -179,6 +179,7 @@ FIRST_LIGHT_TESTS = (
     Entry("tests/logprob_closeness.py", "vLLM's logprob-closeness rule"),
     Entry("tests/e2e/conftest.py", "the model and transformers fixtures"),
     Entry("tests/test_device", "the PrivateUse1 test device first light runs on in CI"),
+    Entry("tests/test_device_child.py", "runs a check in a child process with the test device"),
     Entry("tests/e2e/device_probe.py", "one engine in-process, with what the device counted"),
     Entry("tests/e2e/test_gpu_first_light.py", "first light proven: tokens equal transformers'"),
     Entry("tests/unit/test_activation.py", "activation and vLLM's plugin resolution"),

@@ -20,6 +20,10 @@ Pieces, each with the torch hook it serves:
   and the fallback that runs every other operator on host views of the same
   storage, counting each dispatch (:func:`dispatch_counts`), or records it into
   the graph being captured;
+- ``csrc/kernels.cpp``: the device's own kernels for vLLM's hot operators
+  (``torch.ops.npu_test.rms_norm``, ``fused_add_rms_norm``, ``silu_and_mul``,
+  ``rotary_embedding``, ``reshape_and_cache``, ``paged_attention``): PrivateUse1
+  and Meta kernels, counted, recorded into graphs like any device launch;
 - ``csrc/graphs.cpp``: ``torch.accelerator.Graph`` (``at::GraphImplInterface``
   in ``at::GraphImplRegistry``): capture records without running, memory pools,
   replay, and the capture rules of a GPU;
@@ -62,7 +66,7 @@ COUNT_ENV = "NPU_TEST_DEVICE_COUNT"
 MEMORY_ENV = "NPU_TEST_DEVICE_MEMORY"
 """Each device's memory in bytes (4 GiB by default)."""
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = ("runtime.cpp", "ops.cpp", "graphs.cpp")
+SOURCES = ("runtime.cpp", "ops.cpp", "graphs.cpp", "kernels.cpp")
 LIBRARY = "npu_test_device"
 
 

@@ -552,6 +552,10 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 }  // namespace
 
+at::Tensor on_host(const at::Tensor& tensor) {
+  return to_host(tensor);
+}
+
 void count_call(const std::string& name) {
   std::lock_guard<std::mutex> lock(counts_mutex);
   ++counts[name];

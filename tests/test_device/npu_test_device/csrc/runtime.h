@@ -1,6 +1,7 @@
 // The test device's runtime, as the operators (ops.cpp) see it.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
@@ -32,6 +33,10 @@ bool is_pinned_host(const void* ptr);
 
 // This thread's current stream on `device` (its id: 0 is the default stream).
 c10::StreamId current_stream_id(c10::DeviceIndex device);
+
+// A CPU tensor over the same bytes as an npu tensor (any other tensor as it is): how the
+// device's kernels (kernels.cpp) and its operator fallback (ops.cpp) reach its memory.
+at::Tensor on_host(const at::Tensor& tensor);
 
 // --- graph capture (graphs.cpp) ---
 // Whether work on `device` launched now, from this thread on its current stream, goes into
