@@ -164,6 +164,7 @@ EXAMPLE_TESTS = (
     "tests/unit/test_triton_kernels_interpret.py",
     "tests/unit/test_gpu_kernel_supports.py",
     "tests/unit/test_gpu_views.py",
+    "tests/unit/test_gpu_graphs_accelerator.py",
     "tests/unit/test_conformance.py",
     "tests/unit/test_conformance_cases.py",
     "tests/e2e/test_gpu_engine.py",

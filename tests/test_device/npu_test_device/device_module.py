@@ -1,7 +1,8 @@
 """``torch.npu``: the test device's module (``torch._register_device_module``).
 
 What torch and its users look up by device name and ``torch.accelerator``
-does not give: the device's name and properties, seeding and its fork check.
+does not give: the device's name and properties, seeding, its fork check and
+the graph pool ids vLLM shares between its graphs (``graph_pool_handle``).
 Everything else here answers through ``torch.accelerator``, which reaches the
 library's hooks, guard and allocator (``csrc/runtime.cpp``).
 """
@@ -115,3 +116,9 @@ def manual_seed_all(seed: int) -> None:
 
 def current_stream(device: DeviceLike = None) -> torch.Stream:
     return torch.accelerator.current_stream(_index(device))
+
+
+def graph_pool_handle() -> tuple[int, int]:
+    """A memory-pool id graphs can share (``torch.accelerator.Graph(pool=...)``), as CUDA's."""
+    first, second = torch.ops.npu_test.graph_pool_handle()
+    return int(first), int(second)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity
+from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY, DeviceIdentity
 from vllm_platform_template.settings import DEVICE_ENV, DEVICE_PACKAGES
 
 FOLDER = f"devices/{Path(__file__).parent.name}"
@@ -63,6 +63,16 @@ def _dist_backend_missing(identity: DeviceIdentity, name: str, module: Any) -> s
 
 
 def _graph_api_missing(identity: DeviceIdentity, name: str, module: Any) -> str | None:
+    if name == ACCELERATOR_GRAPH:
+        import torch
+
+        if not hasattr(torch.accelerator, "Graph"):
+            return f"torch {torch.__version__} has no torch.accelerator.Graph (torch >= 2.13)"
+        try:
+            torch.accelerator.Graph()
+        except RuntimeError as error:  # the device's extension registered no implementation
+            return f"torch.accelerator.Graph has no {identity.device_type} implementation ({error})"
+        return None
     if not (hasattr(module, name) and hasattr(module, "graph")):
         return f"torch.{identity.torch_module} has no {name} and graph()"
     return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
-from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
 from vllm_platform_template.devices.gpu.kernels import supports, triton_available
 
 
@@ -75,9 +75,11 @@ DEVICE = TemplateDevice(
     # stage they stay native.
     native_under_inductor=("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
     uses_graph_pool=True,
-    # torch.<device>.graph records whole steps where the identity names a graph API
-    # (whether the attention kernels allow FULL graphs is theirs to say: full_graphs).
-    records_whole_steps=IDENTITY.graph_api is not None,
+    # vLLM's runners record whole steps with torch.cuda.CUDAGraph by name: a device
+    # module with that API can; torch.accelerator.Graph serves the pieces only, until
+    # the runners' graph classes are adapted (whether the attention kernels allow FULL
+    # graphs is theirs to say: full_graphs).
+    records_whole_steps=IDENTITY.graph_api not in (None, ACCELERATOR_GRAPH),
     pinned_device_view=pinned_device_view,
     packages=("triton",),
 )

@@ -2,14 +2,23 @@
 
 vLLM hook served: the graph capture backend ``TemplateGraphWrapper`` (the
 platform's ``get_static_graph_wrapper_cls``) captures and replays through. It
-records the kernels a piece launches into a ``torch.<module>.<graph_api>``
-(``torch.cuda.CUDAGraph`` with the identity's values) in vLLM's global graph
-pool, captured with ``torch.<module>.graph``, and replays them on the same
-memory; the outputs are kept as non-owning views (``views.py``). A device
-whose torch module has the same API (``torch.<device>.graph``) needs only the
-identity table; docs/porting-guide.md, "Graph capture". Proven on the
-device by ``tests/gpu/test_device_graphs.py`` and ``tests/e2e/test_gpu_engine.py``
-(captures, replays, tokens equal to transformers).
+records the kernels a piece launches into the identity's graph API in vLLM's
+global graph pool and replays them on the same memory:
+
+- ``graph_api = "accelerator"``: torch's device-neutral ``torch.accelerator.Graph``
+  (torch 2.13; the device's extension registers its implementation), captured
+  on a side stream that waits for the current one;
+- a class name (``"CUDAGraph"``): ``torch.<module>.<graph_api>`` captured with
+  ``torch.<module>.graph`` (CUDA on torch 2.11, which has no accelerator graph).
+
+The outputs are kept as non-owning views where the identity names an array
+interface (``views.py``), so later captures reuse the blocks of outputs the next
+piece has consumed; without one, as they are (the pool keeps their memory
+either way). docs/porting-guide.md, "Graph capture". Proven on the device by
+``tests/gpu/test_device_graphs.py`` and ``tests/e2e/test_gpu_engine.py``
+(captures, replays, tokens equal to transformers), and through
+``torch.accelerator.Graph`` on the PrivateUse1 test device by
+``tests/unit/test_gpu_graphs_accelerator.py``.
 """
 
 from __future__ import annotations
@@ -20,8 +29,8 @@ from typing import Any
 import torch
 
 from vllm_platform_template.device import CapturedGraph
-from vllm_platform_template.devices.gpu.identity import IDENTITY, torch_module
-from vllm_platform_template.devices.gpu.views import non_owning_view
+from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY, torch_module
+from vllm_platform_template.devices.gpu.views import SUPPORTED_INTERFACE, non_owning_view
 
 
 def _map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
@@ -35,7 +44,7 @@ def _map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
 
 
 class DeviceGraphBackend:
-    """``torch.<module>.<graph_api>`` captured into the platform's global graph pool."""
+    """The identity's graph API, captured into the platform's global graph pool."""
 
     name = IDENTITY.device_type
 
@@ -43,12 +52,14 @@ class DeviceGraphBackend:
         self.pool = pool
 
     def capture(self, fn: Callable[[], Any]) -> CapturedGraph:
-        module = torch_module()
         if IDENTITY.graph_api is None:
             raise NotImplementedError(
                 f"identity.py names no graph API for {IDENTITY.device_type}: see "
                 "docs/porting-guide.md, 'Graph capture'"
             )
+        if IDENTITY.graph_api == ACCELERATOR_GRAPH:
+            return self._capture_accelerator_graph(fn)
+        module = torch_module()
         graph = getattr(module, IDENTITY.graph_api)()
         # Capture on the caller's stream when it is a side stream (vLLM's capture
         # context); CUDA cannot capture on the default stream, so torch then uses its own.
@@ -58,11 +69,30 @@ class DeviceGraphBackend:
             output = fn()
         return CapturedGraph(graph, output)
 
+    def _capture_accelerator_graph(self, fn: Callable[[], Any]) -> CapturedGraph:
+        graph = torch.accelerator.Graph(pool=self.pool)
+        current = torch.accelerator.current_stream()
+        device = torch.device(IDENTITY.device_type, torch.accelerator.current_device_index())
+        # A graph records the capturing stream; the default stream is not capturable, so
+        # capture on a side stream that first waits for the work already queued.
+        stream = current if current.stream_id != 0 else torch.Stream(device=device)
+        if stream != current:
+            stream.wait_stream(current)
+        torch.accelerator.synchronize()
+        with stream, graph:
+            output = fn()
+        if stream != current:
+            current.wait_stream(stream)
+        return CapturedGraph(graph, output)
+
     def replay(self, graph: CapturedGraph) -> None:
         graph.handle.replay()
 
     def weak_output(self, output: Any) -> Any:
         # The pool owns the memory; a non-owning alias lets later captures reuse the
         # blocks of outputs the next piece has consumed (vLLM's weak_ref_tensors,
-        # without vLLM's compiled op: views.py).
+        # without vLLM's compiled op: views.py). Without the array interface views are
+        # made by, the outputs stay as they are: the same results, more pool memory.
+        if IDENTITY.array_interface != SUPPORTED_INTERFACE:
+            return output
         return _map_tensors(non_owning_view, output)

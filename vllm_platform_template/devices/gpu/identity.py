@@ -41,7 +41,9 @@ class DeviceIdentity:
     dist_backend: str | None
     """The ``torch.distributed`` backend of the device group (the communicator)."""
     graph_api: str | None
-    """``torch.<torch_module>.<graph_api>``, captured with ``torch.<torch_module>.graph``."""
+    """The device's graphs: ``"accelerator"`` for torch's ``torch.accelerator.Graph``
+    (torch >= 2.13, the device's extension registering its implementation), or a class
+    ``torch.<torch_module>.<graph_api>`` captured with ``torch.<torch_module>.graph``."""
     kernel_compiler: str | None
     """What compiles kernels for the device: this folder's kernels are written in it, and
     so are Inductor's generated code and vLLM's Model Runner V2 and sampler kernels."""
@@ -79,6 +81,10 @@ IDENTITY = DeviceIdentity(
     visible_devices_env="CUDA_VISIBLE_DEVICES",
     ray_device_key="GPU",
 )
+
+
+ACCELERATOR_GRAPH = "accelerator"
+"""``graph_api`` for ``torch.accelerator.Graph``."""
 
 
 def torch_module() -> Any:

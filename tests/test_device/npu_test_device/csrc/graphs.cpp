@@ -10,7 +10,8 @@
 //   - capture happens on a stream other than the default stream (as CUDA requires);
 //   - memory allocated on the device during capture comes from the graph's pool and stays
 //     alive with the pool, after its tensors are freed, until every graph sharing the pool
-//     is reset or destroyed; graphs share a pool by passing one's `pool()` to another;
+//     is reset or destroyed; graphs share a pool by passing one's `pool()` to another, or
+//     the id `graph_pool_handle()` makes (torch.npu.graph_pool_handle, as on CUDA);
 //   - a host sync, a copy to or from pageable host memory, reading a value to the host
 //     (`.item()`), and (global capture mode) another thread's allocation on the device fail
 //     where they happen and invalidate the capture: capture_end then fails too, and the
@@ -31,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace npu_test {
@@ -271,8 +273,14 @@ void refuse_during_capture(const std::string& what) {
   }
 }
 
+// A pool id no graph uses yet, for graphs to share (torch.npu.graph_pool_handle, as CUDA's).
+std::tuple<int64_t, int64_t> graph_pool_handle() {
+  return {0, static_cast<int64_t>(next_pool_id++)};
+}
+
 TORCH_LIBRARY_FRAGMENT(npu_test, m) {
   m.def("register_graph_impl() -> ()", &register_graph_impl);
+  m.def("graph_pool_handle() -> (int, int)", &graph_pool_handle);
 }
 
 }  // namespace npu_test
