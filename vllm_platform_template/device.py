@@ -150,10 +150,30 @@ class CapturedGraph:
     output: Any
 
 
+def capture_accelerator_graph(fn: Callable[[], Any], pool: Any) -> CapturedGraph:
+    """``fn``'s launches recorded into a ``torch.accelerator.Graph`` in ``pool``.
+
+    torch's device-neutral graphs (torch >= 2.13; the device's extension registers its
+    implementation): captured on the current stream, or on a side stream where that
+    is the default stream (not capturable), after the work already queued.
+    """
+    graph = torch.accelerator.Graph(pool=pool)
+    current = torch.accelerator.current_stream()
+    stream = current if current.stream_id != 0 else torch.Stream(device=current.device)
+    stream.wait_stream(current)
+    with stream, graph:
+        output = fn()
+    current.wait_stream(stream)
+    return CapturedGraph(graph, output)
+
+
 class GraphBackend(Protocol):
     """How a device records a callable's kernels and replays them on the same memory."""
 
     name: str
+    pool: Any
+    """The memory pool captures allocate from (None: the backend keeps none); vLLM's V1
+    runner swaps it to size graph memory (``graph_wrapper/full.py``)."""
 
     def capture(self, fn: Callable[[], Any]) -> CapturedGraph: ...
 
@@ -207,6 +227,10 @@ class TemplateDevice:
     graphs with ``torch.<device>.graph``). False: piecewise graphs only. One of the two
     facts FULL graphs need; the other is the attention kernels the engine resolves
     (``AttentionKernels.full_graphs``); ``policy.resolve_graph_mode`` takes both."""
+    whole_steps_on_v1: bool = False
+    """vLLM's V1 model runner records those steps through the platform's FULL wrapper
+    (``graph_wrapper/full.py``: the graph API is ``torch.accelerator.Graph``). False:
+    Model Runner V2 records them."""
     pinned_device_view: Callable[[torch.Tensor], torch.Tensor] | None = None
     """A device view of pinned host memory (vLLM's UVA buffers), if the device has one."""
     kernel_test_device_type: str | None = None

@@ -25,7 +25,7 @@ from typing import Any
 
 from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
 from vllm_platform_template.devices.gpu import kernels
-from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
 
 
 def kernel_table() -> KernelTable:
@@ -63,4 +63,9 @@ DEVICE = TemplateDevice(
     fused_add_rms_norm_inplace=False,  # the reference returns new tensors
     graph_backend=graph_backend,
     attention=attention_kernels,
+    # Named torch.accelerator.Graph in identity.py, the device records whole decode steps
+    # in the V1 runner (graph_wrapper/full.py) where the attention kernels allow it.
+    uses_graph_pool=IDENTITY.graph_api is not None,
+    records_whole_steps=IDENTITY.graph_api == ACCELERATOR_GRAPH,
+    whole_steps_on_v1=IDENTITY.graph_api == ACCELERATOR_GRAPH,
 )

@@ -1,18 +1,16 @@
-"""The device's static-graph backend: a starting point (first light runs without graphs).
+"""The device's static-graph backend: ``torch.accelerator.Graph``, once the identity names it.
 
 vLLM hook served: the graph capture backend ``TemplateGraphWrapper`` (the
-platform's ``get_static_graph_wrapper_cls``) captures and replays through. With
-no graph API in ``identity.py`` the platform runs every batch eagerly and
-nothing here is called. Speed (docs/porting-guide.md, "13. Graph capture"):
-name the graph class in the identity table, add the communicator whose
-``graph_capture`` vLLM enters around each capture (the vllm-platform-template
-project's ``communicator.py``, ``--with-examples``), and write the three methods with
-your runtime's graphs: ``capture`` records the kernels ``fn`` launches, in the
-platform's graph pool, and returns them with the outputs; ``replay`` runs
-them again on the same memory; ``weak_output`` keeps the outputs without
-keeping their memory alive (the pool owns it). Until then the first-light
-policy (no graphs without a graph API) is what ``tests/unit/test_gpu_platform.py``
-holds; the section's test turns green once the identity names the graph API.
+platform's ``get_static_graph_wrapper_cls``) and, for whole decode steps of the
+V1 runner, ``TemplateFullGraphWrapper`` capture and replay through. With no graph
+API in ``identity.py`` the platform runs every batch eagerly and nothing here is
+called. Speed (docs/porting-guide.md, "13. Graph capture"): where your torch
+extension registers torch's device-neutral graphs, name ``"accelerator"`` as the
+identity's ``graph_api``; this backend then captures on a side stream in the
+platform's pool (``torch.<module>.graph_pool_handle()``), and replays on the same
+memory; outputs stay as they are (a non-owning view needs the array interface,
+``views.py``). Another graph API: write the three methods with it. Proven on the
+PrivateUse1 test device by ``test_scaffold.py``'s speed-tier test.
 """
 
 from __future__ import annotations
@@ -20,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vllm_platform_template.device import CapturedGraph
-from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template.device import CapturedGraph, capture_accelerator_graph
+from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
 
 SECTION = "docs/porting-guide.md, '13. Graph capture'"
 
 
 class DeviceGraphBackend:
-    """Graphs of the device's runtime in the platform's graph pool (not written yet)."""
+    """``torch.accelerator.Graph`` in the platform's graph pool."""
 
     name = IDENTITY.device_type
 
@@ -35,10 +33,12 @@ class DeviceGraphBackend:
         self.pool = pool
 
     def capture(self, fn: Callable[[], Any]) -> CapturedGraph:
-        raise NotImplementedError(f"graph capture on {IDENTITY.device_type}: see {SECTION}")
+        if IDENTITY.graph_api != ACCELERATOR_GRAPH:
+            raise NotImplementedError(f"graph capture on {IDENTITY.device_type}: see {SECTION}")
+        return capture_accelerator_graph(fn, self.pool)
 
     def replay(self, graph: CapturedGraph) -> None:
-        raise NotImplementedError(f"graph replay on {IDENTITY.device_type}: see {SECTION}")
+        graph.handle.replay()
 
     def weak_output(self, output: Any) -> Any:
-        raise NotImplementedError(f"graph outputs on {IDENTITY.device_type}: see {SECTION}")
+        return output  # the pool keeps the memory; the outputs keep it too

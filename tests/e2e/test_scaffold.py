@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hf_reference import decoding_of
 
 from vllm_platform_template.devices.gpu.availability import FIRST_LIGHT, HOOKS
 from vllm_platform_template.devices.gpu.identity import IDENTITY
@@ -190,6 +191,66 @@ def test_vllm_shows_the_port_what_first_light_still_misses(projects) -> None:
         refused = f"names no {hook.field} for npu; see docs/porting-guide.md, {hook.section!r}"
         left_out = hook.field is not None and identity[hook.field] is None
         assert (refused in output) == (left_out and hook.tier == FIRST_LIGHT), hook.name
+
+
+SPEED_TIER = Path(__file__).with_name("npu_speed_tier")  # the test device's kernels, as a vendor's
+# Three prompts of 32 greedy tokens: one prefill step, then 31 decode steps.
+FULL_DECODE = {"compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"}}
+SPEED_RUN = ("--max-tokens", "32", "--engine-args", json.dumps(FULL_DECODE))
+
+
+@pytest.fixture(scope="module")
+def speed_report(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict:
+    """The speed tier on the PrivateUse1 test device: a first-light plugin whose identity
+    names ``torch.accelerator.Graph`` and whose kernel table and attention are the device's
+    own operators (``npu_speed_tier/``), one engine with FULL decode graphs in the probe."""
+    root = tmp_path_factory.mktemp("speed")
+    project = generate("acme", root / "vllm-acme", "npu")
+    folder = project / "vllm_acme/devices/npu"
+    identity = folder / "identity.py"
+    text = identity.read_text()
+    assert text.count("    graph_api=None,\n") == 1
+    identity.write_text(text.replace("    graph_api=None,\n", '    graph_api="accelerator",\n'))
+    (folder / "kernels/__init__.py").write_text((SPEED_TIER / "kernels.py").read_text())
+    (folder / "attention_kernels.py").write_text((SPEED_TIER / "attention_kernels.py").read_text())
+    plugin = Project(project, _install(project, root / "venv"))
+    run = plugin.start(
+        plugin.python, "tests/e2e/device_probe.py", "--model-dir", tiny_model_dir, *SPEED_RUN,
+        env={"VLLM_ACME_DEVICE": "npu", **DEVICE_ENVS["npu"]},
+    )  # fmt: skip
+    output, _ = run.communicate(timeout=900)
+    assert run.returncode == 0, output[-6000:]
+    report = json.loads(next(ln for ln in reversed(output.splitlines()) if ln.startswith("{")))
+    report["_log"] = output
+    return report
+
+
+def test_speed_tier_on_the_test_device_replays_full_decode_graphs(speed_report) -> None:
+    """Decode steps replay FULL graphs (counted from the runner): 31 decode steps of a
+    batch of three, each one replay of the graph of four (the next capture size)."""
+    assert speed_report["cudagraph_mode"] == "FULL_DECODE_ONLY", speed_report["graph_mode_reason"]
+    full = speed_report["graphs"]["full"]
+    assert full["captures"] and not full["eager_fallbacks"], full
+    assert sum(full["replays"].values()) >= 31, full
+    assert speed_report["graphs"]["replays"] == {}  # no pieces: nothing is compiled
+
+
+def test_speed_tier_on_the_test_device_generates_transformers_tokens(
+    speed_report, hf_greedy
+) -> None:
+    expected = hf_greedy(speed_report["prompt_token_ids"], **decoding_of(speed_report))
+    assert speed_report["tokens"] == expected
+
+
+def test_speed_tier_on_the_test_device_ran_the_devices_own_kernels(speed_report) -> None:
+    """The device counted its kernels, in the prefill (launched) and in every replay."""
+    counts = speed_report["device_dispatch"]
+    for kernel in ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "reshape_and_cache",
+                   "paged_attention"):  # fmt: skip
+        assert counts.get(f"npu_test::{kernel}", 0) > 0, kernel
+        assert counts.get(f"replay:npu_test::{kernel}", 0) >= 31, kernel
+    assert counts["runtime::Graph::replay"] >= 31
+    assert speed_report["attention_backends"] and "npu_test" in speed_report["_log"]
 
 
 @pytest.mark.gpu

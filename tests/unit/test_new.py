@@ -69,7 +69,9 @@ UPSTREAM_PATHS = {"tests/models/utils.py"}
 
 
 # The README's size goals for the first-light plugin (issue: a port in an afternoon).
-FIRST_LIGHT_PACKAGE_SHARE = 0.55
+# 0.55 until issue 40: the shared V1 FULL-graph adapter (graph_wrapper/full.py and its
+# patch) lets a first-light plugin hold whole decode steps by naming torch.accelerator.Graph.
+FIRST_LIGHT_PACKAGE_SHARE = 0.56
 FIRST_LIGHT_FOLDER_LINES = 1200
 
 

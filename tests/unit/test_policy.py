@@ -104,8 +104,12 @@ GRAPH_TABLE = [
     ("graphs", "v2", False, "FULL", "FULL_DECODE_ONLY", ("mixed batches run eagerly",)),
     ("graphs", "v2", False, "PIECEWISE", "NONE", ("nothing compiled",)),
     ("graphs", "v1", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("weak_ref_tensor",)),
-    ("graphs", "v1", True, "FULL_DECODE_ONLY", "PIECEWISE", ("V1 model runner",)),
-    ("graphs", "v1", False, "FULL_DECODE_ONLY", "NONE", ("V1 model runner",)),
+    ("graphs", "v1", True, "FULL_DECODE_ONLY", "PIECEWISE", ("does not record whole steps",)),
+    ("graphs", "v1", False, "FULL_DECODE_ONLY", "NONE", ("does not record whole steps",)),
+    # torch.accelerator.Graph: V1 records whole steps through the platform's FULL wrapper
+    ("accelerator", "v1", False, "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", ("nothing compiled",)),
+    ("accelerator", "v1", False, "FULL_DECODE_ONLY", "FULL_DECODE_ONLY", ()),
+    ("accelerator", "v2", False, "FULL_DECODE_ONLY", "NONE", ("does not record whole steps",)),
     ("graphs-reference", "v2", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("on the host",)),
     ("graphs-reference", "v2", False, "FULL_DECODE_ONLY", "NONE", ("on the host",)),
     ("cpu", "v1", True, "FULL_AND_PIECEWISE", "PIECEWISE", ("piecewise graphs only",)),
@@ -129,7 +133,7 @@ def test_graph_mode_policy_table(
         pieces=compiled,
         device_full_graphs=device != "cpu",
         attention_full_graphs=device != "graphs-reference",
-        runner_v2=runner == "v2",
+        runner_records_steps=(runner == "v2") != (device == "accelerator"),
     )
     assert decision.mode == mode
     said = "; ".join(decision.why)
@@ -147,7 +151,7 @@ def test_graph_mode_policy_every_request_and_eager() -> None:
                 pieces=pieces,
                 device_full_graphs=full,
                 attention_full_graphs=attention,
-                runner_v2=v2,
+                runner_records_steps=v2,
             )
             assert decision.mode in policy.GRAPH_MODES
             if "FULL" in decision.mode:
@@ -161,7 +165,7 @@ def test_graph_mode_policy_every_request_and_eager() -> None:
             pieces=True,
             device_full_graphs=True,
             attention_full_graphs=True,
-            runner_v2=True,
+            runner_records_steps=True,
         )
         assert eager.mode == "NONE"
     with pytest.raises(ValueError, match="unknown cudagraph_mode"):
@@ -171,7 +175,7 @@ def test_graph_mode_policy_every_request_and_eager() -> None:
             pieces=True,
             device_full_graphs=True,
             attention_full_graphs=True,
-            runner_v2=True,
+            runner_records_steps=True,
         )
 
 

@@ -1,10 +1,11 @@
 """Capture and replay counts of the graphs in this process (for reports and tests).
 
 ``STATS``: the piecewise graphs of ``TemplateGraphWrapper``. ``FULL_STATS``: the
-whole-step (FULL) graphs vLLM's Model Runner V2 captures and replays itself
-(``CudaGraphManager``), counted by :func:`watch_full_graphs`, so a report says
-from the runner which steps replayed FULL graphs - equal tokens alone would hide
-a silent fallback to piecewise or eager steps.
+whole-step (FULL) graphs: those vLLM's Model Runner V2 captures and replays itself
+(``CudaGraphManager``), counted by :func:`watch_full_graphs`, or those
+``TemplateFullGraphWrapper`` captures for vLLM's V1 runner (``full.py``), so a report
+says from the runner which steps replayed FULL graphs - equal tokens alone would
+hide a silent fallback to piecewise or eager steps.
 """
 
 from __future__ import annotations
@@ -65,5 +66,7 @@ def snapshot() -> dict[str, Any]:
         "captures": _counts(STATS.captures),
         "replays": _counts(STATS.replays),
         "eager_fallbacks": _counts(STATS.eager_fallbacks),
-        "full": {"captures": _counts(FULL_STATS.captures), "replays": _counts(FULL_STATS.replays)},
+        "full": {
+            k: _counts(getattr(FULL_STATS, k)) for k in ("captures", "replays", "eager_fallbacks")
+        },
     }

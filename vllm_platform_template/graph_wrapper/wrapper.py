@@ -38,7 +38,7 @@ from vllm.forward_context import BatchDescriptor, get_forward_context, is_forwar
 
 from vllm_platform_template import patches
 from vllm_platform_template.device import CapturedGraph, GraphBackend, platform_device
-from vllm_platform_template.graph_wrapper.stats import STATS
+from vllm_platform_template.graph_wrapper.stats import STATS, GraphStats
 from vllm_platform_template.log import get_logger
 from vllm_platform_template.settings import options_of
 
@@ -63,6 +63,8 @@ def _tensor_addresses(args: tuple[Any, ...]) -> list[int]:
 class TemplateGraphWrapper:
     """Captures and replays one compiled piece per batch descriptor."""
 
+    stats: GraphStats = STATS  # where its captures and replays are counted
+
     def __init__(
         self,
         runnable: Callable[..., Any],
@@ -79,7 +81,7 @@ class TemplateGraphWrapper:
         self.options = cudagraph_options or CUDAGraphOptions()
         self.debug = options_of(vllm_config).graph_debug or logger.isEnabledFor(logging.DEBUG)
         self.backend = backend or self._platform_backend()
-        STATS.backend = self.backend.name
+        self.stats.backend = self.backend.name
         self.entries: dict[BatchDescriptor, _Entry] = {}
 
     @staticmethod
@@ -108,7 +110,7 @@ class TemplateGraphWrapper:
         if self.debug:
             self._check_addresses(entry, descriptor, args)
         self.backend.replay(entry.graph)
-        STATS.replays[descriptor.num_tokens] += 1
+        self.stats.replays[descriptor.num_tokens] += 1
         return entry.graph.output
 
     def _capture(
@@ -126,7 +128,7 @@ class TemplateGraphWrapper:
                 graph = self.backend.capture(lambda: self.runnable(*args, **kwargs))
         except Exception as e:
             entry.eager = True
-            STATS.eager_fallbacks[descriptor.num_tokens] += 1
+            self.stats.eager_fallbacks[descriptor.num_tokens] += 1
             logger.warning(
                 "template graph wrapper: %s graph capture failed for %s (%s: %s); this size "
                 "runs eagerly from now on",
@@ -141,7 +143,7 @@ class TemplateGraphWrapper:
             graph.output = self.backend.weak_output(output)
         entry.graph = graph
         compilation_counter.num_cudagraph_captured += 1
-        STATS.captures[descriptor.num_tokens] += 1
+        self.stats.captures[descriptor.num_tokens] += 1
         return output
 
     def _check_addresses(

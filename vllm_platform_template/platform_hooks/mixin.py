@@ -314,7 +314,10 @@ class TemplatePlatformMixin:
             device_full_graphs=device.records_whole_steps,
             attention_full_graphs=kernels is not None and kernels.full_graphs,
             # Asked only where it matters (vLLM logs its choice of runner when asked).
-            runner_v2=device.records_whole_steps and bool(vllm_config.use_v2_model_runner),
+            # V2 records them with torch.<module>.<graph_api>; V1 through the platform's
+            # FULL wrapper, with torch.accelerator.Graph only.
+            runner_records_steps=device.records_whole_steps
+            and device.whole_steps_on_v1 != bool(vllm_config.use_v2_model_runner),
         )
         if decision.why:
             logger.info(

@@ -234,7 +234,7 @@ def resolve_graph_mode(
     pieces: bool,
     device_full_graphs: bool,
     attention_full_graphs: bool,
-    runner_v2: bool,
+    runner_records_steps: bool,
 ) -> GraphDecision:
     """The graph mode a template platform runs for ``requested`` (after vLLM's defaults).
 
@@ -243,9 +243,11 @@ def resolve_graph_mode(
 
     - FULL graphs of decode batches need a device whose graph API records a whole
       step (``device_full_graphs``), attention kernels a graph may hold
-      (``attention_full_graphs``), and Model Runner V2 (``runner_v2``): V1 wraps
-      the model in vLLM's ``CUDAGraphWrapper``, which needs compiled vLLM
-      (``torch.ops._C.weak_ref_tensor``);
+      (``attention_full_graphs``), and a model runner that records them through
+      the device (``runner_records_steps``): Model Runner V2, or V1 where the
+      device's graph API is ``torch.accelerator.Graph`` (``graph_wrapper/full.py``);
+      otherwise V1 wraps the model in vLLM's ``CUDAGraphWrapper``, which needs
+      compiled vLLM (``torch.ops._C.weak_ref_tensor``);
     - mixed batches are never FULL graphs: ``TEMPLATE_ATTN``'s graphs hold
       single-token decodes only (``UNIFORM_SINGLE_TOKEN_DECODE``);
     - piecewise graphs need compiled pieces (``pieces``: VLLM_COMPILE);
@@ -272,9 +274,11 @@ def resolve_graph_mode(
                 (device_full_graphs, "the device captures piecewise graphs only"),
                 (attention_full_graphs, "the attention kernels read per-step values on the host"),
                 (
-                    runner_v2,
-                    "the V1 model runner's FULL graph wrapper needs compiled vLLM "
-                    "(torch.ops._C.weak_ref_tensor)",
+                    runner_records_steps,
+                    "this model runner does not record whole steps on the device (V1's "
+                    "CUDAGraphWrapper needs compiled vLLM, torch.ops._C.weak_ref_tensor, unless "
+                    "the graph API is torch.accelerator.Graph; Model Runner V2 calls "
+                    "torch.cuda.CUDAGraph by name)",
                 ),
             )
             if not ok

@@ -94,6 +94,7 @@ LEFT_OUT = (
     Entry("vllm_platform_template_tools/cli/new.py", "this generator"),
     Entry("tests/unit/test_new.py", "tests this generator"),
     Entry("tests/e2e/test_scaffold.py", "tests this generator's output"),
+    Entry("tests/e2e/npu_speed_tier", "the test device's speed tier test_scaffold.py lays over"),
     Entry("scaffold", "the new README's source (the README is written, not copied)"),
     Entry("README.md", "this project's claims; the new one is its shape's (README_SOURCES)"),
     # the README's details, moved out of it: this project's claims, as the README's
@@ -192,6 +193,7 @@ FIRST_LIGHT_TESTS = (
     Entry("tests/unit/test_device_branches.py", "no device branch outside the device folders"),
     Entry("tests/unit/test_device_identity.py", "the identity table, the tiers, activation"),
     Entry("tests/unit/test_embedded_model.py", "the test model"),
+    Entry("tests/unit/test_full_graph_wrapper.py", "V1's FULL graphs through the platform"),
     Entry("tests/unit/test_gpu_platform.py", "the platform's shape and first-light policy"),
     Entry("tests/unit/test_guide_references.py", "citations of the porting guide resolve"),
     Entry("tests/unit/test_import_graph.py", "imports flow one way"),

@@ -44,6 +44,7 @@ class CpuGraphEmulation:
     """The static-graph contract on the CPU (see the module docstring)."""
 
     name = "cpu"
+    pool: Any = None  # host memory: no graph pool
 
     def capture(self, fn: Callable[[], Any]) -> CapturedGraph:
         return CapturedGraph(fn, fn())

@@ -20,9 +20,10 @@ current one; collectives issued through torch.distributed on that stream are
 recorded into the graph), and the patch registry's ``oot_communicator_graph_capture``
 routes vLLM's call to it.
 
-The platform names this class once the identity names a graph API; in first
-light it names vLLM's own ``DeviceCommunicatorBase``, which does the same
-collectives. Proven by ``tests/unit/test_communicator_graph_capture.py``
+The platform names this class once the identity names a graph class of the
+device module; in first light, and for ``torch.accelerator.Graph`` (whose capture
+context the patch gives with ``torch.Stream``), vLLM's own ``DeviceCommunicatorBase``,
+which does the same collectives. Proven by ``tests/unit/test_communicator_graph_capture.py``
 (vLLM's real ``graph_capture`` on one CPU rank) and, on two devices, the device
 tier's tensor- and pipeline-parallel tests.
 """

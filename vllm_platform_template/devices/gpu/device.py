@@ -75,11 +75,11 @@ DEVICE = TemplateDevice(
     # stage they stay native.
     native_under_inductor=("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
     uses_graph_pool=True,
-    # vLLM's runners record whole steps with torch.cuda.CUDAGraph by name: a device
-    # module with that API can; torch.accelerator.Graph serves the pieces only, until
-    # the runners' graph classes are adapted (whether the attention kernels allow FULL
-    # graphs is theirs to say: full_graphs).
-    records_whole_steps=IDENTITY.graph_api not in (None, ACCELERATOR_GRAPH),
+    # Whole steps: Model Runner V2 records them with torch.<module>.<graph_api>, the V1
+    # runner with torch.accelerator.Graph through the platform's FULL wrapper (whether
+    # the attention kernels allow FULL graphs is theirs to say: full_graphs).
+    records_whole_steps=IDENTITY.graph_api is not None,
+    whole_steps_on_v1=IDENTITY.graph_api == ACCELERATOR_GRAPH,
     pinned_device_view=pinned_device_view,
     packages=("triton",),
 )

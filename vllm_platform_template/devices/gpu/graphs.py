@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from vllm_platform_template.device import CapturedGraph
+from vllm_platform_template.device import CapturedGraph, capture_accelerator_graph
 from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY, torch_module
 from vllm_platform_template.devices.gpu.views import SUPPORTED_INTERFACE, non_owning_view
 
@@ -58,7 +58,7 @@ class DeviceGraphBackend:
                 "docs/porting-guide.md, 'Graph capture'"
             )
         if IDENTITY.graph_api == ACCELERATOR_GRAPH:
-            return self._capture_accelerator_graph(fn)
+            return capture_accelerator_graph(fn, self.pool)
         module = torch_module()
         graph = getattr(module, IDENTITY.graph_api)()
         # Capture on the caller's stream when it is a side stream (vLLM's capture
@@ -67,22 +67,6 @@ class DeviceGraphBackend:
         capture_stream = None if stream == module.default_stream() else stream
         with module.graph(graph, pool=self.pool, stream=capture_stream):
             output = fn()
-        return CapturedGraph(graph, output)
-
-    def _capture_accelerator_graph(self, fn: Callable[[], Any]) -> CapturedGraph:
-        graph = torch.accelerator.Graph(pool=self.pool)
-        current = torch.accelerator.current_stream()
-        device = torch.device(IDENTITY.device_type, torch.accelerator.current_device_index())
-        # A graph records the capturing stream; the default stream is not capturable, so
-        # capture on a side stream that first waits for the work already queued.
-        stream = current if current.stream_id != 0 else torch.Stream(device=device)
-        if stream != current:
-            stream.wait_stream(current)
-        torch.accelerator.synchronize()
-        with stream, graph:
-            output = fn()
-        if stream != current:
-            current.wait_stream(stream)
         return CapturedGraph(graph, output)
 
     def replay(self, graph: CapturedGraph) -> None:

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
+from collections.abc import Iterator
+from typing import Any
 
-from vllm_platform_template.devices.gpu.identity import IDENTITY
-from vllm_platform_template.patches import Patch
+from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
+from vllm_platform_template.patches import Patch, after_import
 
 # vLLM modules that bind ``get_accelerator_view_from_cpu_tensor`` by name at import.
 _UVA_VIEW_USERS = (
@@ -70,13 +73,59 @@ def _oot_communicator_graph_capture() -> None:
     @contextlib.contextmanager
     def graph_capture(self, graph_capture_context=None):
         capture = getattr(self.device_communicator, "graph_capture", None)
-        context = original if capture is None else lambda _self, ctx: capture(ctx)
-        with context(self, graph_capture_context) as ctx:
+        if capture is not None:
+            context = capture(graph_capture_context)
+        elif IDENTITY.graph_api == ACCELERATOR_GRAPH:  # vLLM's own context is torch.cuda's
+            context = _side_stream_capture(self.device, graph_capture_context)
+        else:
+            context = original(self, graph_capture_context)
+        with context as ctx:
             yield ctx
 
     graph_capture.__template_patched__ = True  # type: ignore[attr-defined]
     graph_capture.__wrapped_original__ = original  # type: ignore[attr-defined]
     GroupCoordinator.graph_capture = graph_capture  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _side_stream_capture(device: Any, context: Any = None) -> Iterator[Any]:
+    """vLLM's capture context with ``torch.Stream``: a side stream, after the current one."""
+    import torch
+    from vllm.distributed.parallel_state import GraphCaptureContext
+
+    context = context or GraphCaptureContext(torch.Stream(device=device))  # type: ignore[arg-type]
+    context.stream.wait_stream(torch.accelerator.current_stream())
+    with context.stream:
+        yield context
+
+
+def _v1_full_graphs_through_the_device() -> None:
+    """vLLM's V1 runner captures FULL graphs with the device's graph API (torch.accelerator)."""
+    if IDENTITY.graph_api == ACCELERATOR_GRAPH:
+        after_import("vllm.v1.worker.gpu_model_runner", _full_graph_wrapper_and_capture_stream)
+
+
+def _full_graph_wrapper_and_capture_stream(runner_module: types.ModuleType) -> None:
+    from vllm.distributed import parallel_state
+
+    from vllm_platform_template.graph_wrapper.full import TemplateFullGraphWrapper
+
+    if getattr(runner_module, "CUDAGraphWrapper", None) is TemplateFullGraphWrapper:
+        return
+
+    @contextlib.contextmanager
+    def graph_capture(device: Any) -> Iterator[Any]:
+        with _side_stream_capture(device) as context, contextlib.ExitStack() as stack:
+            for group in (parallel_state.get_tp_group(), parallel_state.get_pp_group()):
+                stack.enter_context(group.graph_capture(context))
+            stack.enter_context(parallel_state.get_dp_group().graph_capture(context))
+            yield context
+
+    graph_capture.__template_patched__ = True  # type: ignore[attr-defined]
+    # Both bind the names at import: the runner module is the one that calls them.
+    setattr(runner_module, "CUDAGraphWrapper", TemplateFullGraphWrapper)  # noqa: B010
+    setattr(runner_module, "graph_capture", graph_capture)  # noqa: B010
+    setattr(parallel_state, "graph_capture", graph_capture)  # noqa: B010
 
 
 PATCHES: tuple[Patch, ...] = (
@@ -103,6 +152,21 @@ PATCHES: tuple[Patch, ...] = (
         devices=(IDENTITY.device_type,),
     ),
     Patch(
+        name="v1_full_graphs_through_the_device",
+        why=(
+            "vLLM's V1 runner records whole steps only through CUDAGraphWrapper (torch.cuda "
+            "by name, compiled weak_ref_tensor) in a torch.cuda.Stream capture context. "
+            "For a torch.accelerator.Graph device: graph_wrapper/full.py and torch.Stream"
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/v1/worker/gpu_model_runner.py binds CUDAGraphWrapper and "
+            "parallel_state.graph_capture by name; only PIECEWISE asks the platform"
+        ),
+        remove_when="vLLM's runners capture whole steps through a platform hook",
+        apply=_v1_full_graphs_through_the_device,
+        devices=(IDENTITY.device_type,),
+    ),
+    Patch(
         name="oot_communicator_graph_capture",
         why=(
             "vLLM's model runner enters GroupCoordinator.graph_capture around every CUDA "
@@ -111,7 +175,8 @@ PATCHES: tuple[Patch, ...] = (
             "pipeline parallel with graphs dies at the first capture on an out-of-tree "
             "platform. Patched, a communicator that defines graph_capture(context) (the "
             "GPU folder's communicator: a side stream that waits for the current one) "
-            "provides the context; every other communicator gets vLLM's own"
+            "provides the context; every other gets vLLM's (torch.cuda's; torch.Stream's "
+            "where the graph API is torch.accelerator.Graph)"
         ),
         upstream=(
             "vLLM 0.32.0/0.33.0 vllm/distributed/parallel_state.py::"

@@ -63,7 +63,12 @@ from vllm.platforms.interface import DeviceCapability, Platform
 
 from vllm_platform_template.devices.gpu.availability import FOLDER, first_light_parts
 from vllm_platform_template.devices.gpu.device import DEVICE
-from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity, torch_module
+from vllm_platform_template.devices.gpu.identity import (
+    ACCELERATOR_GRAPH,
+    IDENTITY,
+    DeviceIdentity,
+    torch_module,
+)
 from vllm_platform_template.log import get_logger
 from vllm_platform_template.platform_hooks.mixin import TemplatePlatformMixin
 
@@ -178,8 +183,10 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:
-        """vLLM's own communicator in first light; this folder's adds graph capture (speed)."""
-        if IDENTITY.graph_api is None:
+        """vLLM's own communicator in first light and for ``torch.accelerator.Graph`` (the
+        registry's ``oot_communicator_graph_capture`` gives its capture context); this
+        folder's, with the device module's streams, for a graph class of that module."""
+        if IDENTITY.graph_api in (None, ACCELERATOR_GRAPH):
             return super().get_device_communicator_cls()
         return COMMUNICATOR
 
@@ -253,12 +260,11 @@ def first_light_defaults(
 ) -> None:
     """The config of an engine on a device whose identity leaves speed APIs out.
 
-    Without a kernel compiler the engine runs as with ``enforce_eager`` (compilation,
-    graphs and vLLM's JIT kernel warm-up all generate or launch code with it) on
-    vLLM's V1 model runner (V2 launches vLLM's own compiled kernels on the device),
-    scheduling synchronously;
-    without a graph API, without graphs. What the user asked for explicitly and
-    cannot run is refused with what runs instead.
+    Without a kernel compiler the engine runs uncompiled (Inductor and vLLM's JIT
+    warm-up generate code with it) on vLLM's V1 model runner (V2 launches vLLM's own
+    compiled kernels), scheduling synchronously, eagerly unless a graph API holds
+    whole decode steps (FULL graphs). What the user asked for explicitly and cannot
+    run is refused with what runs instead.
     """
     from vllm.config import CompilationMode, CUDAGraphMode
 
@@ -269,7 +275,7 @@ def first_light_defaults(
         _refuse_requested(compile_requested, "compilation", identity)
         chosen = environ.get(V2_MODEL_RUNNER_ENV)
         _refuse_requested(chosen not in (None, "0"), f"{V2_MODEL_RUNNER_ENV}={chosen}", identity)
-        if vllm_config.model_config is not None:
+        if vllm_config.model_config is not None and identity.graph_api is None:
             vllm_config.model_config.enforce_eager = True
         cc.mode = CompilationMode.NONE
         vllm_config.kernel_config.enable_jit_warmup = False
@@ -279,8 +285,11 @@ def first_light_defaults(
             environ[V2_MODEL_RUNNER_ENV] = "0"  # every process of the engine starts from here
             for line in first_light_parts(identity):
                 logger.info("%s: %s", FOLDER, line)
-            logger.info("%s: first light: eager, V1 model runner, synchronous scheduling", FOLDER)
-    if identity.graph_api is None or identity.kernel_compiler is None:
+            steps = "eager" if identity.graph_api is None else "no compilation, FULL decode graphs"
+            logger.info(
+                "%s: first light: %s, V1 model runner, synchronous scheduling", FOLDER, steps
+            )
+    if identity.graph_api is None:
         _refuse_requested(graphs_requested, "graph capture", identity)
         cc.cudagraph_mode = CUDAGraphMode.NONE
 

@@ -26,9 +26,11 @@ and model runner" (first light) and "8. Model Runner V2" (speed)).
   through device views (``views.py``). Without one the platform picks V1 (first
   light): vLLM's torch sampler, and its one per-step compiled kernel in torch.
 
-- FULL graphs: after vLLM's warm-up and capture (``compile_or_warm_up_model``)
-  the worker counts the FULL graphs Model Runner V2 captured and replays
-  (``graph_wrapper.stats.watch_full_graphs``), for the report and the tests.
+- FULL graphs: after vLLM's warm-up and capture (``compile_or_warm_up_model``;
+  without a kernel compiler, the V1 runner's capture where the identity names a
+  graph API) the FULL graphs are counted for the report and the tests: Model Runner
+  V2's by the worker (``graph_wrapper.stats.watch_full_graphs``), V1's by their
+  wrapper (``graph_wrapper/full.py``).
 
 Proven by ``tests/unit/test_gpu_platform.py`` (the worker and memory pool the
 platform names), ``tests/e2e/test_gpu_first_light.py`` (the worker on the
@@ -81,13 +83,9 @@ class TemplateGpuWorker(TemplateWorkerReports, Worker):
         self._init_workspace_and_model_runner()
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
-        """First light (no kernel compiler): the V1 sampler's warm-up and the seed reset.
-
-        vLLM's warm-up otherwise compiles and captures (nothing to do eagerly) and
-        warms the compiled kernels of particular models (Qwen-VL, MiniMax,
-        DeepGEMM, FlashInfer, ...), importing them: nothing to warm on a device
-        without a kernel compiler. With one, vLLM's own warm-up runs.
-        """
+        """Without a kernel compiler (nothing to compile or warm): the V1 sampler's warm-up,
+        the graphs where the identity names a graph API (captured in this phase only: a
+        capture records without running), the seed reset. With one, vLLM's warm-up."""
         if IDENTITY.kernel_compiler is not None:
             times = super().compile_or_warm_up_model()
             watch_full_graphs(self.model_runner)  # after capture: what the report counts
@@ -103,6 +101,9 @@ class TemplateGpuWorker(TemplateWorkerReports, Worker):
                 self.model_runner._dummy_pooler_run(hidden_states)
             else:
                 self.model_runner._dummy_sampler_run(hidden_states=last_hidden_states)
+        if IDENTITY.graph_api is not None and not self.model_config.enforce_eager:
+            with self._get_cudagraph_capture_context():
+                self.model_runner.capture_model()
         set_random_seed(self.model_config.seed, self.parallel_config.data_parallel_index)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,
