@@ -107,3 +107,19 @@ def test_default_model_dir_is_named_after_the_model(tmp_path, monkeypatch) -> No
     monkeypatch.setattr(trained, "digest", lambda name: "other-weights")
     assert writer._stamp(writer.PRESETS["tiny"])["digest"] not in first.name
     assert writer.is_complete(first, "tiny") is False  # the stamp names the other weights
+
+
+def test_a_change_to_the_writer_rewrites_the_cached_model(tmp_path, monkeypatch) -> None:
+    """The trained weights alone do not name a model directory: tokenizer_config.json
+    (its chat template) and config.json come from the writer's code. A cache written
+    before the chat template existed kept serving models without one (the chat
+    requests of a generated plugin's CI failed: 'default chat template is no longer
+    allowed')."""
+    from vllm_platform_template_tools.embedded_model import writer
+
+    monkeypatch.setenv("VLLM_TEMPLATE_CACHE", str(tmp_path))
+    first = writer.ensure_model("tiny")
+    assert "writer" in writer._stamp(writer.PRESETS["tiny"])["source"]
+    monkeypatch.setattr(writer, "WRITER_SOURCES", ("writer.py",))  # as if tokenizer.py changed
+    assert writer._stamp(writer.PRESETS["tiny"])["digest"] not in first.name
+    assert writer.is_complete(first, "tiny") is False
