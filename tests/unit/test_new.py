@@ -412,6 +412,18 @@ def test_examples_are_the_speed_tier_not_wired_in(generated) -> None:
 
 
 # --- sizes ---------------------------------------------------------------------------
+def _demo_quote(readme: Path) -> str:
+    text = readme.read_text()
+    start = text.index("```\nPrompt: ")
+    return text[start : text.index("\n```\n", start)]
+
+
+def test_the_full_plugins_readme_quotes_the_demo_as_this_one_does() -> None:
+    """The full plugin's README (``scaffold/README.md``) shows what its demo prints; its
+    own ``test_demo_log.py`` holds it to the demo's output, this test to this README's."""
+    assert _demo_quote(ROOT / "scaffold/README.md") == _demo_quote(ROOT / "README.md")
+
+
 def test_the_first_light_plugin_meets_its_size_goals(generated) -> None:
     share = measure(generated["npu"], "vllm_acme")[1] / measure(ROOT, "vllm_platform_template")[1]
     assert share <= FIRST_LIGHT_PACKAGE_SHARE
