@@ -62,7 +62,8 @@ H100_ALLOWED = re.compile(
 )
 # What the renamer keeps: tokenizers' class, and where a first-light plugin's examples come from.
 KEPT = re.compile(
-    r"TemplateProcessing|the vllm-platform-template\s*$|vllm-platform-template project"
+    r"TemplateProcessing|CHAT_TEMPLATE|[Cc]hat[ _]template"
+    r"|the vllm-platform-template\s*$|vllm-platform-template project"
 )
 # Paths a generated file may name that are not its own (vLLM's source tree).
 UPSTREAM_PATHS = {"tests/models/utils.py"}
@@ -332,6 +333,16 @@ def test_set_identity_rewrites_only_the_values() -> None:
     )
     with pytest.raises(SystemExit, match="table has"):
         set_identity(source, {"a": "npu"})
+
+
+def test_a_tokenizers_chat_template_is_not_an_identity(generated) -> None:
+    """The embedded model's tokenizer_config.json keeps its ``chat_template`` key (renamed
+    ``chat_acme``, the plugin's chat requests failed: no chat template)."""
+    tokenizer = generated["cuda"] / "vllm_acme_tools/embedded_model/tokenizer.py"
+    assert '"chat_template": CHAT_TEMPLATE' in tokenizer.read_text()
+    assert renamer("acme")("a chat template, chat_template, CHAT_TEMPLATE") == (
+        "a chat template, chat_template, CHAT_TEMPLATE"
+    )
 
 
 def test_every_spelling_of_the_name_is_renamed() -> None:

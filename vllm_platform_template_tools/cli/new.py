@@ -286,6 +286,7 @@ def renamer(name: str) -> Callable[[str], str]:
     """Rewrites this project's identities to ``name``'s: every spelling of "template".
 
     Kept: the one "Template" that is not ours, tokenizers' ``TemplateProcessing``,
+    a tokenizer's chat template (``chat_template``, its key in tokenizer_config.json),
     and "the vllm-platform-template project", which a first-light plugin's docs
     name as where its speed tier's examples come from.
     """
@@ -296,7 +297,10 @@ def renamer(name: str) -> Callable[[str], str]:
         ("Template", name.capitalize()),
         ("template", name),
     ]
-    kept = re.compile(r"(TemplateProcessing|vllm-platform-template(?=\s+project\b))")
+    kept = re.compile(
+        r"(TemplateProcessing|CHAT_TEMPLATE|[Cc]hat[ _]template|"
+        r"vllm-platform-template(?=\s+project\b))"
+    )
 
     def rename(text: str) -> str:
         parts = kept.split(text)  # odd indices: the kept spellings
