@@ -115,10 +115,14 @@ def _full_graph_wrapper_and_capture_stream(runner_module: types.ModuleType) -> N
 
     @contextlib.contextmanager
     def graph_capture(device: Any) -> Iterator[Any]:
+        groups = (
+            parallel_state.get_tp_group(),
+            parallel_state.get_pp_group(),
+            parallel_state.get_dp_group(),
+        )
         with _side_stream_capture(device) as context, contextlib.ExitStack() as stack:
-            for group in (parallel_state.get_tp_group(), parallel_state.get_pp_group()):
+            for group in groups:
                 stack.enter_context(group.graph_capture(context))
-            stack.enter_context(parallel_state.get_dp_group().graph_capture(context))
             yield context
 
     graph_capture.__template_patched__ = True  # type: ignore[attr-defined]
