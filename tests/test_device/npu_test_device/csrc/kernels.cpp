@@ -44,11 +44,6 @@ void launch(const char* name, const at::Tensor& on, std::function<void()> work) 
   work();
 }
 
-at::Tensor empty_on_device_like(const at::Tensor& tensor) {
-  c10::DeviceGuard guard(tensor.device());
-  return at::empty(tensor.sizes(), tensor.options());
-}
-
 // --- norms and activation (vLLM IR native semantics) -------------------------------------
 
 at::Tensor normalized(
@@ -68,7 +63,7 @@ at::Tensor normalized(
 at::Tensor rms_norm(
     const at::Tensor& x, const std::optional<at::Tensor>& weight, double epsilon,
     std::optional<int64_t> variance_size) {
-  auto out = empty_on_device_like(x);
+  auto out = at::empty_like(x);
   launch("npu_test::rms_norm", x, [x, weight, epsilon, variance_size, out]() {
     const auto host = on_host(x);
     on_host(out).copy_(
@@ -80,8 +75,8 @@ at::Tensor rms_norm(
 std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(
     const at::Tensor& x, const at::Tensor& residual, const std::optional<at::Tensor>& weight,
     double epsilon, std::optional<int64_t> variance_size) {
-  auto out = empty_on_device_like(x);
-  auto sum = empty_on_device_like(x);
+  auto out = at::empty_like(x);
+  auto sum = at::empty_like(x);
   launch("npu_test::fused_add_rms_norm", x,
          [x, residual, weight, epsilon, variance_size, out, sum]() {
            const auto host = on_host(x);
