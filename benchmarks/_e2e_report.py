@@ -53,6 +53,15 @@ def print_summary(result: dict[str, Any]) -> None:
         )
 
 
+def verdict(result: dict[str, Any]) -> str:
+    """The chart's headline on the self-check: its outcome and how many findings it printed."""
+    check = result.get("self_check") or {}
+    if check.get("passed"):
+        return "self-check passed"
+    found = len(check.get("problems", []))
+    return f"SELF-CHECK FAILED ({found} findings): not a comparison of engines"
+
+
 def chart(result: dict[str, Any], path: Path) -> None:
     """Step times with min-max error bars beside the bandwidth limit; ratios to stock."""
     import matplotlib
@@ -96,14 +105,9 @@ def chart(result: dict[str, Any], path: Path) -> None:
     right.set_xticks([j + 0.4 - width / 2 for j in range(len(metrics))], labels)
     right.set_ylabel("time / stock's default backend (median, min-max bars)")
     right.legend(fontsize=7)
-    verdict = (
-        f"SELF-CHECK FAILED ({len(result['self_check'])} findings): not a comparison of engines"
-        if result.get("self_check")
-        else "self-check passed"
-    )
     fig.suptitle(
         f"{result['shape']} Llama, bf16, {result['rates']['device']}: each engine alone, "
-        f"{result['rounds']} rounds; {verdict}"
+        f"{result['rounds']} rounds; {verdict(result)}"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)

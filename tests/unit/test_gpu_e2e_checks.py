@@ -448,3 +448,15 @@ def test_an_engine_that_dies_mid_run_leaves_its_figures_and_fails(monkeypatch, t
 def test_fewer_than_five_rounds_is_refused() -> None:
     with pytest.raises(SystemExit):
         gpu_e2e.main(["--rounds", "3"])
+
+
+def test_the_charts_headline_says_how_the_self_check_ended() -> None:
+    """The JSON's self_check is {"passed", "problems"}: a passed check is said as passed (the
+    headline once said FAILED for any run, counting the dict's two keys as findings)."""
+    import _e2e_report as report
+
+    passed = {"self_check": {"passed": True, "problems": []}}
+    failed = {"self_check": {"passed": False, "problems": ["a", "b", "c"]}}
+    assert report.verdict(passed) == "self-check passed"
+    assert report.verdict(failed).startswith("SELF-CHECK FAILED (3 findings)")
+    assert report.verdict({}).startswith("SELF-CHECK FAILED (0 findings)")  # no check ran
