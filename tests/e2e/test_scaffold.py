@@ -194,16 +194,43 @@ def test_vllm_shows_the_port_what_first_light_still_misses(projects) -> None:
 
 
 SPEED_TIER = Path(__file__).with_name("npu_speed_tier")  # the test device's kernels, as a vendor's
-# Three prompts of 32 greedy tokens: one prefill step, then 31 decode steps.
-FULL_DECODE = {"compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"}}
-SPEED_RUN = ("--max-tokens", "32", "--engine-args", json.dumps(FULL_DECODE))
+# The test's capture fault, appended to the speed tier's kernel table: a host read in the
+# one-token step, which the device refuses while it captures (that graph's capture fails
+# and its size runs eagerly); eager steps of one token read the value as any host sync does.
+CAPTURE_FAULT = """
+
+_device_silu_and_mul = silu_and_mul
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:  # noqa: F811
+    if x.numel() == x.shape[-1]:  # one token
+        float(x.reshape(-1)[0])
+    return _device_silu_and_mul(x)
+"""
+# Three prompts of 32 greedy tokens, at most two at once: the first two prefill in one step
+# and decode 31 steps as a batch of two (replays of the graph of two), then the third
+# prefills and decodes 31 steps alone (the size whose capture the fault breaks: eagerly).
+FULL_DECODE = {"compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"}, "max_num_seqs": 2}
+COMPILED = {**FULL_DECODE, "compilation_config": {"mode": 3, "cudagraph_mode": "FULL_DECODE_ONLY"}}
+HW_AGNOSTIC = {**FULL_DECODE, "model_impl": "transformers"}
+# The kernel roads, each one engine with FULL decode graphs: vLLM IR under the compiler's
+# fusion_only stage (its passes and IR lowering place the kernels; no code generation), the
+# CustomOp road and the hardware-agnostic road (vLLM's Transformers backend), uncompiled.
+SPEED_ROADS = {  # road -> (device_probe.py arguments, environment)
+    "ir": (["--compile-stage", "fusion_only", "--engine-args", json.dumps(COMPILED)], {}),
+    "custom_op": (["--kernel-road", "custom_op", "--engine-args", json.dumps(FULL_DECODE)], {}),
+    "hw_agnostic": (["--engine-args", json.dumps(HW_AGNOSTIC)], {"VLLM_USE_HW_AGNOSTIC": "1"}),
+}
+SPEED_RUN = ["tests/e2e/device_probe.py", "--max-tokens", "32", "--model-dir"]
+DEVICE_KERNELS = ("rms_norm", "silu_and_mul", "reshape_and_cache", "paged_attention")
 
 
 @pytest.fixture(scope="module")
-def speed_report(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict:
+def speed_reports(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict:
     """The speed tier on the PrivateUse1 test device: a first-light plugin whose identity
     names ``torch.accelerator.Graph`` and whose kernel table and attention are the device's
-    own operators (``npu_speed_tier/``), one engine with FULL decode graphs in the probe."""
+    own operators (``npu_speed_tier/``, plus the capture fault), one engine per kernel road
+    (side by side), FULL decode graphs in each."""
     root = tmp_path_factory.mktemp("speed")
     project = generate("acme", root / "vllm-acme", "npu")
     folder = project / "vllm_acme/devices/npu"
@@ -211,46 +238,89 @@ def speed_report(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path)
     text = identity.read_text()
     assert text.count("    graph_api=None,\n") == 1
     identity.write_text(text.replace("    graph_api=None,\n", '    graph_api="accelerator",\n'))
-    (folder / "kernels/__init__.py").write_text((SPEED_TIER / "kernels.py").read_text())
+    kernels = (SPEED_TIER / "kernels.py").read_text() + CAPTURE_FAULT
+    (folder / "kernels/__init__.py").write_text(kernels)
     (folder / "attention_kernels.py").write_text((SPEED_TIER / "attention_kernels.py").read_text())
     plugin = Project(project, _install(project, root / "venv"))
-    run = plugin.start(
-        plugin.python, "tests/e2e/device_probe.py", "--model-dir", tiny_model_dir, *SPEED_RUN,
-        env={"VLLM_ACME_DEVICE": "npu", **DEVICE_ENVS["npu"]},
-    )  # fmt: skip
-    output, _ = run.communicate(timeout=900)
-    assert run.returncode == 0, output[-6000:]
-    report = json.loads(next(ln for ln in reversed(output.splitlines()) if ln.startswith("{")))
-    report["_log"] = output
-    return report
+    device_env = {"VLLM_ACME_DEVICE": "npu", **DEVICE_ENVS["npu"]}
+    runs = {
+        road: plugin.start(plugin.python, *SPEED_RUN, tiny_model_dir, *args, env=device_env | env)
+        for road, (args, env) in SPEED_ROADS.items()
+    }
+    reports = {}
+    for road, run in runs.items():
+        output, _ = run.communicate(timeout=900)
+        assert run.returncode == 0, f"{road}:\n{output[-6000:]}"
+        report = json.loads(next(ln for ln in reversed(output.splitlines()) if ln.startswith("{")))
+        reports[road] = report | {"_log": output}
+    return reports
 
 
-def test_speed_tier_on_the_test_device_replays_full_decode_graphs(speed_report) -> None:
-    """Decode steps replay FULL graphs (counted from the runner): 31 decode steps of a
-    batch of three, each one replay of the graph of four (the next capture size)."""
-    assert speed_report["cudagraph_mode"] == "FULL_DECODE_ONLY", speed_report["graph_mode_reason"]
-    full = speed_report["graphs"]["full"]
-    assert full["captures"] and not full["eager_fallbacks"], full
-    assert sum(full["replays"].values()) >= 31, full
-    assert speed_report["graphs"]["replays"] == {}  # no pieces: nothing is compiled
+@pytest.mark.parametrize("road", SPEED_ROADS)
+def test_speed_tier_replays_full_decode_graphs_on_the_test_device(speed_reports, road) -> None:
+    """Decode steps replay FULL graphs (counted from the runner): the 31 steps of the batch
+    of two, each one replay of the graph of two; the 31 one-token steps ran eagerly."""
+    report = speed_reports[road]
+    assert report["cudagraph_mode"] == "FULL_DECODE_ONLY", report["graph_mode_reason"]
+    full = report["graphs"]["full"]
+    assert full["captures"] == {"2": 1} and full["replays"]["2"] >= 31, full
+    assert report["device_dispatch"]["runtime::Graph::replay"] >= 31
 
 
-def test_speed_tier_on_the_test_device_generates_transformers_tokens(
-    speed_report, hf_greedy
+@pytest.mark.parametrize("road", SPEED_ROADS)
+def test_a_capture_that_breaks_the_devices_rules_runs_that_size_eagerly(
+    speed_reports, road
 ) -> None:
-    expected = hf_greedy(speed_report["prompt_token_ids"], **decoding_of(speed_report))
-    assert speed_report["tokens"] == expected
+    """The one-token capture read a value to the host: the device refused it, the wrapper
+    said so once, naming the device's reason, and that size ran eagerly (never replayed)."""
+    report = speed_reports[road]
+    full = report["graphs"]["full"]
+    assert full["eager_fallbacks"] == {"1": 1} and "1" not in full["replays"], full
+    warnings = [ln for ln in report["_log"].splitlines() if "graph capture failed" in ln]
+    assert len(warnings) == 1, warnings
+    assert "num_tokens=1," in warnings[0] and "reading a value to the host" in warnings[0]
 
 
-def test_speed_tier_on_the_test_device_ran_the_devices_own_kernels(speed_report) -> None:
-    """The device counted its kernels, in the prefill (launched) and in every replay."""
-    counts = speed_report["device_dispatch"]
-    for kernel in ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "reshape_and_cache",
-                   "paged_attention"):  # fmt: skip
+@pytest.mark.parametrize("road", SPEED_ROADS)
+def test_speed_tier_generates_transformers_tokens_on_the_test_device(
+    speed_reports, road, hf_greedy
+) -> None:
+    """All three prompts: two decoded in replays, the third eagerly."""
+    report = speed_reports[road]
+    assert report["tokens"] == hf_greedy(report["prompt_token_ids"], **decoding_of(report))
+
+
+@pytest.mark.parametrize("road", SPEED_ROADS)
+def test_speed_tier_ran_the_devices_own_kernels(speed_reports, road) -> None:
+    """The device counted its kernels, in the steps it launched and in every replay; the
+    TEMPLATE_ATTN backend ran the device's attention."""
+    counts = speed_reports[road]["device_dispatch"]
+    for kernel in DEVICE_KERNELS:
         assert counts.get(f"npu_test::{kernel}", 0) > 0, kernel
         assert counts.get(f"replay:npu_test::{kernel}", 0) >= 31, kernel
-    assert counts["runtime::Graph::replay"] >= 31
-    assert speed_report["attention_backends"] and "npu_test" in speed_report["_log"]
+    assert speed_reports[road]["attention_backends"] and "npu_test" in speed_reports[road]["_log"]
+
+
+def test_each_road_reached_the_device_kernels_its_own_way(speed_reports) -> None:
+    """vLLM IR: RMSNorm and the residual add-norm through the folder's IR provider, placed by
+    the fusion_only stage's IR lowering (its passes ran on the device: SiluAndMul fused);
+    CustomOp: the layers' forward_oot, IR keeping native; hardware-agnostic: vLLM's
+    Transformers backend, whose norm and gated activation are the plugin's replacements."""
+    ir, custom_op, hw = (speed_reports[r] for r in SPEED_ROADS)
+    assert ir["compilation_mode"] == "VLLM_COMPILE" and ir["compile"]["stage"] == "fusion_only"
+    assert not ir["compile"]["fallbacks"] and ir["compile"]["pieces"] >= 1, ir["compile"]
+    lowered = ir["compile"]["lowering"]  # op -> provider -> nodes lowered to it
+    assert set(lowered) == {"rms_norm", "fused_add_rms_norm"}, lowered
+    assert all(set(providers) == {"acme_npu"} for providers in lowered.values()), lowered
+    assert ir["compile"]["fusion_matches"]["SiluAndMulFusionPass"] > 0, ir["compile"]
+    assert ir["device_dispatch"]["replay:npu_test::fused_add_rms_norm"] >= 31
+    assert custom_op["compilation_mode"] == "NONE"
+    assert custom_op["ir_ops"]["rms_norm"]["priority"] == ["native"]
+    assert custom_op["custom_op_layers"]["AcmeRMSNorm"] == ["forward_oot"]
+    assert custom_op["device_dispatch"]["replay:npu_test::fused_add_rms_norm"] >= 31
+    assert hw["model_class"].endswith("TransformersForCausalLM")
+    assert hw["custom_op_layers"]["AcmeTPAwareRMSNorm"] == ["forward_oot"]
+    assert hw["custom_op_layers"]["AcmeHwAgnosticSiluAndMul"] == ["forward_oot"]
 
 
 @pytest.mark.gpu

@@ -114,6 +114,39 @@ def test_first_light_refuses_what_it_cannot_run_with_what_runs(mode, graphs, env
     assert "first light" in str(refused.value) and "'13. Graph capture'" in str(refused.value)
 
 
+FUSION_ONLY = {"template": {"compile_stage": "fusion_only"}}
+
+
+@pytest.mark.parametrize("graph_api", [None, "accelerator"])
+def test_the_fusion_only_stage_compiles_without_a_kernel_compiler(graph_api) -> None:
+    """fusion_only generates no code (passes and IR lowering, FX graphs run as they are):
+    asked for, it stays on where the graph stage is refused; graphs as the graph API says."""
+    from vllm.config import CompilationMode, CUDAGraphMode
+
+    identity = dataclasses.replace(FIRST_LIGHT, graph_api=graph_api)
+    config = _config(CompilationMode.VLLM_COMPILE, CUDAGraphMode.FULL_DECODE_ONLY)
+    if graph_api is None:
+        config.compilation_config.cudagraph_mode = None
+    config.additional_config = FUSION_ONLY
+    folder.first_light_defaults(config, identity, {})  # type: ignore[arg-type]
+    assert config.compilation_config.mode == CompilationMode.VLLM_COMPILE
+    assert not config.model_config.enforce_eager  # (vLLM's enforce_eager compiles nothing)
+    expected_graphs = CUDAGraphMode.NONE if graph_api is None else CUDAGraphMode.FULL_DECODE_ONLY
+    assert config.compilation_config.cudagraph_mode == expected_graphs
+    assert not config.scheduler_config.async_scheduling
+
+
+def test_the_fusion_only_stage_is_not_asked_for_by_choosing_it_alone() -> None:
+    """The stage named without compilation asked for: first light stays uncompiled."""
+    from vllm.config import CompilationMode
+
+    config = _config()
+    config.additional_config = FUSION_ONLY
+    folder.first_light_defaults(config, FIRST_LIGHT, {})  # type: ignore[arg-type]
+    assert config.compilation_config.mode == CompilationMode.NONE
+    assert config.model_config.enforce_eager
+
+
 def test_a_graph_api_missing_alone_turns_graphs_off_only() -> None:
     from vllm.config import CompilationMode, CUDAGraphMode
 

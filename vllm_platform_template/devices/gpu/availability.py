@@ -175,7 +175,7 @@ HOOKS = (
         "12. Compiler backend and passes",
         "kernel_compiler",
         _kernel_compiler_missing,
-        "eager mode (no compilation)",
+        "no compilation, unless the fusion_only stage (no code generation) is asked for",
     ),
     Hook(
         "graph capture backend (Platform.get_static_graph_wrapper_cls, a capturing communicator)",

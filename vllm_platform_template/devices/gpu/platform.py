@@ -71,6 +71,7 @@ from vllm_platform_template.devices.gpu.identity import (
 )
 from vllm_platform_template.log import get_logger
 from vllm_platform_template.platform_hooks.mixin import TemplatePlatformMixin
+from vllm_platform_template.settings import options_of
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -260,11 +261,13 @@ def first_light_defaults(
 ) -> None:
     """The config of an engine on a device whose identity leaves speed APIs out.
 
-    Without a kernel compiler the engine runs uncompiled (Inductor and vLLM's JIT
-    warm-up generate code with it) on vLLM's V1 model runner (V2 launches vLLM's own
-    compiled kernels), scheduling synchronously, eagerly unless a graph API holds
-    whole decode steps (FULL graphs). What the user asked for explicitly and cannot
-    run is refused with what runs instead.
+    Without a kernel compiler the engine runs on vLLM's V1 model runner (V2 launches
+    vLLM's own compiled kernels), scheduling synchronously, eagerly unless a graph API
+    holds whole decode steps (FULL graphs), and uncompiled (Inductor and vLLM's JIT
+    warm-up generate code with it) unless the user asks for the compiler's
+    ``fusion_only`` stage, which generates none: the plugin's passes and vLLM IR's
+    lowering place the device's kernels and the pieces run as FX graphs. What the user
+    asked for explicitly and cannot run is refused with what runs instead.
     """
     from vllm.config import CompilationMode, CUDAGraphMode
 
@@ -272,12 +275,15 @@ def first_light_defaults(
     compile_requested = cc.mode not in (None, CompilationMode.NONE)
     graphs_requested = cc.cudagraph_mode not in (None, CUDAGraphMode.NONE)
     if identity.kernel_compiler is None:
-        _refuse_requested(compile_requested, "compilation", identity)
+        fusion_only = options_of(vllm_config).compile_stage == "fusion_only"
+        _refuse_requested(compile_requested and not fusion_only, "compilation", identity)
         chosen = environ.get(V2_MODEL_RUNNER_ENV)
         _refuse_requested(chosen not in (None, "0"), f"{V2_MODEL_RUNNER_ENV}={chosen}", identity)
-        if vllm_config.model_config is not None and identity.graph_api is None:
-            vllm_config.model_config.enforce_eager = True
-        cc.mode = CompilationMode.NONE
+        compiled = compile_requested and fusion_only
+        if vllm_config.model_config is not None and identity.graph_api is None and not compiled:
+            vllm_config.model_config.enforce_eager = True  # (vLLM: no compilation either)
+        if not compiled:
+            cc.mode = CompilationMode.NONE
         vllm_config.kernel_config.enable_jit_warmup = False
         # vLLM's V1 model runner overlaps its steps on torch.cuda streams only
         vllm_config.scheduler_config.async_scheduling = False
@@ -285,7 +291,12 @@ def first_light_defaults(
             environ[V2_MODEL_RUNNER_ENV] = "0"  # every process of the engine starts from here
             for line in first_light_parts(identity):
                 logger.info("%s: %s", FOLDER, line)
-            steps = "eager" if identity.graph_api is None else "no compilation, FULL decode graphs"
+            steps = {
+                (False, False): "eager",
+                (False, True): "no compilation, FULL decode graphs",
+                (True, False): "the compiler's fusion_only stage, no graphs",
+                (True, True): "the compiler's fusion_only stage, FULL decode graphs",
+            }[compiled, identity.graph_api is not None]
             logger.info(
                 "%s: first light: %s, V1 model runner, synchronous scheduling", FOLDER, steps
             )
