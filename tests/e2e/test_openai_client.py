@@ -1,15 +1,16 @@
 """The ``openai`` Python client against ``vllm-template serve`` and stock vLLM's server.
 
 The same embedded model (fp32, greedy) behind both; stock vLLM CPU is the same
-``serve`` with the plugin not loaded (``VLLM_PLUGINS=none``). Stock runs first:
-its server answers every request of :data:`CASES` and the bad requests, then
+``serve`` with the plugin not loaded (``VLLM_PLUGINS=none``). Both servers start side
+by side; stock answers every request of :data:`CASES` and the bad requests, then
 stops; the template server then answers the same, and each answer must equal
 stock's token for token (completions and chat, streaming and not, ``n=2``,
 ``logprobs``, stop strings, ``max_tokens``), each bad request (negative or huge
 ``max_tokens``, a prompt longer than the context, malformed JSON, an unknown
 model) must get stock's 4xx status, and the server must still serve after them.
 Last, SIGTERM with 16 streams in flight stops the template server within 10 s.
-One server at a time (each start costs 30-80 s on a 2-core host); loopback only.
+The two starts overlap (each costs 30-80 s on a 2-core host, mostly one process's
+imports and warm-up); the requests go to one server at a time; loopback only.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from test_serving import Server, check_stops_with_streams_in_flight, start_server
+from test_serving import Server, check_stops_with_streams_in_flight, launch_server, wait_healthy
 
 pytestmark = pytest.mark.e2e
 
@@ -184,11 +185,31 @@ def _answers(server: Server) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def stock_answers(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    log = tmp_path_factory.mktemp("stock-serve") / "server.log"
-    server = start_server(tiny_model_dir, "cpu", log, env_overrides={"VLLM_PLUGINS": "none"})
+def servers(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Server]:
+    """Stock's and the template's servers, started side by side (each start is mostly
+    one process's imports and warm-up: two fit the machine's cores)."""
+    started = {
+        "stock": launch_server(
+            tiny_model_dir, "cpu", tmp_path_factory.mktemp("stock-serve") / "server.log",
+            env_overrides={"VLLM_PLUGINS": "none"},
+        ),
+        "template": launch_server(
+            tiny_model_dir, "cpu", tmp_path_factory.mktemp("template-serve") / "server.log"
+        ),
+    }  # fmt: skip
     try:
-        assert "TemplateCpuPlatform" not in log.read_text()
+        return {who: wait_healthy(server) for who, server in started.items()}
+    except BaseException:
+        for server in started.values():
+            server.proc.kill()
+        raise
+
+
+@pytest.fixture(scope="module")
+def stock_answers(servers: dict[str, Server]) -> dict:
+    server = servers["stock"]
+    try:
+        assert "TemplateCpuPlatform" not in server.log.read_text()
         return _answers(server)
     finally:
         server.proc.send_signal(signal.SIGTERM)
@@ -199,11 +220,8 @@ def stock_answers(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="module")
-def template_server(
-    stock_answers: dict, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    log = tmp_path_factory.mktemp("template-serve") / "server.log"
-    server = start_server(tiny_model_dir, "cpu", log)
+def template_server(stock_answers: dict, servers: dict[str, Server]) -> Iterator[Server]:
+    server = servers["template"]
     yield server
     if server.proc.poll() is None:
         server.proc.kill()

@@ -82,6 +82,17 @@ def start_server(
     env_overrides: dict[str, str] | None = None,
 ) -> Server:
     """``vllm-template serve`` on ``device`` with the tiny model, once /health answers."""
+    return wait_healthy(launch_server(model_dir, device, log, extra_args, env_overrides))
+
+
+def launch_server(
+    model_dir: Path,
+    device: str,
+    log: Path,
+    extra_args: tuple[str, ...] = (),
+    env_overrides: dict[str, str] | None = None,
+) -> Server:
+    """``vllm-template serve`` started, not yet waited for (servers may start side by side)."""
     port = _free_port()
     env = {**os.environ, DEVICE_ENV: device, "VLLM_CACHE_ROOT": str(log.parent / "cache")}
     env.update(env_overrides or {})
@@ -94,21 +105,24 @@ def start_server(
     ]  # fmt: skip
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 600
+    return Server(proc, f"http://127.0.0.1:{port}", log)
+
+
+def wait_healthy(server: Server, timeout_s: float = 600) -> Server:
+    """``server`` once its /health answers; the test fails with its log if it exits first."""
+    proc, url, log = server.proc, server.url, server.log
+    deadline = time.time() + timeout_s
     while time.time() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-5000:]}")
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
+                return server
         except httpx.HTTPError:
             pass
         time.sleep(2)
-    else:
-        proc.kill()
-        pytest.fail("vllm serve did not become healthy in 600 s")
-    return Server(proc, url, log)
+    proc.kill()
+    pytest.fail(f"vllm serve did not become healthy in {timeout_s:.0f} s")
 
 
 @pytest.fixture(scope="module")
