@@ -12,7 +12,8 @@ and without network can run the whole GPU tier from a bundle made elsewhere:
 
 What goes in is computed, not hand-listed: the ``vllm`` wheel's own
 requirements (``Requires-Dist``, markers evaluated for the GPU machine's
-Python on Linux x86-64), minus every project the machine already has (its
+Python on Linux x86-64) and the tier's own tools (``TIER_REQUIREMENTS``),
+minus every project the machine already has (its
 ``pip list``, either format), resolved by pip against the machine's packages
 as installed (metadata-only stand-ins at the machine's versions: pip never
 resolves the machine's torch and its CUDA wheels again); then everything pip
@@ -65,6 +66,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 MANIFEST = "manifest.json"
+# What the GPU tier runs besides vLLM, where the machine has none: ``vllm-template new``
+# formats the plugins it writes with ruff (the serve stage generates one and runs its
+# parity test). Resolved and packed like vLLM's own requirements.
+TIER_REQUIREMENTS = ["ruff"]
 ARCHIVE = "bundle.tar.xz"
 # Compiled files are recognised by their first bytes, not their names (vLLM's
 # 60 MB `vllm/vllm-rs` binary has no suffix): ELF, Mach-O (both byte orders, 32
@@ -675,7 +680,7 @@ def build(args: argparse.Namespace) -> None:
                  f"vllm=={args.vllm}"], check=True)  # fmt: skip
             wheel = next(work.glob("vllm-*.whl"))
         version = wheel.name.split("-")[1]
-        requirements = wheel_requirements(wheel, args.python)
+        requirements = wheel_requirements(wheel, args.python) + TIER_REQUIREMENTS
         pins, satisfied, left_out, dropped = resolve_missing(requirements, machine, source, work)
         print(f"vllm {version}: {len(requirements)} requirements, {len(satisfied)} met by the "
               f"machine, {len(left_out)} left out, {len(pins)} wheels to add "

@@ -21,8 +21,8 @@
 # Any stage works alone on a fresh machine. With vLLM installed for CUDA
 # (`pip install -e '.[cuda,dev]'`) nothing is installed. On a machine without vLLM
 # and without network, GPU_BUNDLE=DIR names a bundle made by tools/gpu_bundle.py:
-# it is installed into $GPU_SITE (default /tmp/gpu-site) once, with this project
-# beside it, and later stages on the same machine reuse it. Triton's and
+# it is installed into $GPU_SITE (default /tmp/gpu-site) once (later stages on the same
+# machine reuse it), this project beside it in $GPU_SITE-project at each stage. Triton's and
 # Inductor's caches live under /tmp/gpu-tier, so later stages reuse the kernels
 # earlier ones compiled; tests run in parallel (pytest-xdist) over the machine's
 # cores, since compiling Triton kernels is CPU-bound. Each stage writes
@@ -66,10 +66,14 @@ if [ -n "${GPU_BUNDLE:-}" ]; then
     if [ ! -d "$site/vllm" ]; then
         python tools/gpu_bundle.py install "$GPU_BUNDLE" --target "$site"
     fi
-    python -m pip install -q --no-index --no-deps --no-build-isolation --target "$site" \
-        --upgrade . >/dev/null
+    # The project in a folder of its own: pip's --target --upgrade replaces whole folders of
+    # the target, the bundle's bin/ (ruff's binary) with the project's scripts among them.
+    project_site="$site-project"
+    rm -rf "$project_site"
+    python -m pip install -q --no-index --no-deps --no-build-isolation --target "$project_site" \
+        . >/dev/null
     install_stock "$site"
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$project_site:$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 python -c "import sys, torch; torch.cuda.is_available() or sys.exit(
