@@ -94,6 +94,11 @@ def projects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Project]:
     return made
 
 
+def _json_report(output: str) -> dict:
+    """The JSON report a ``--json`` command printed last, among its log lines."""
+    return json.loads(next(ln for ln in reversed(output.splitlines()) if ln.startswith("{")))
+
+
 def _finish(runs: Sequence[tuple[str, subprocess.Popen]], timeout: int) -> None:
     """Wait for every run; fail with the output of each one that failed."""
     failures = []
@@ -171,7 +176,7 @@ def test_first_light_plugins_doctor_finds_the_whole_contract_on_the_test_device(
     )  # fmt: skip
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output[-3000:]
-    report = json.loads(next(ln for ln in reversed(output.splitlines()) if ln.startswith("{")))
+    report = _json_report(output)
     assert report["selection"]["platform"] == "vllm_acme.devices.npu.platform.AcmeNpuPlatform"
     assert report["torch_contract"] and not any(report["torch_contract"].values()), report
 
@@ -211,7 +216,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:  # noqa: F811
 # and decode 31 steps as a batch of two (replays of the graph of two), then the third
 # prefills and decodes 31 steps alone (the size whose capture the fault breaks: eagerly).
 FULL_DECODE = {"compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"}, "max_num_seqs": 2}
-COMPILED = {**FULL_DECODE, "compilation_config": {"mode": 3, "cudagraph_mode": "FULL_DECODE_ONLY"}}
+COMPILED = {**FULL_DECODE, "compilation_config": {**FULL_DECODE["compilation_config"], "mode": 3}}
 HW_AGNOSTIC = {**FULL_DECODE, "model_impl": "transformers"}
 # The kernel roads, each one engine with FULL decode graphs: vLLM IR under the compiler's
 # fusion_only stage (its passes and IR lowering place the kernels; no code generation), the
@@ -251,7 +256,7 @@ def speed_reports(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path
     for road, run in runs.items():
         output, _ = run.communicate(timeout=900)
         assert run.returncode == 0, f"{road}:\n{output[-6000:]}"
-        report = json.loads(next(ln for ln in reversed(output.splitlines()) if ln.startswith("{")))
+        report = _json_report(output)
         reports[road] = report | {"_log": output}
     return reports
 
