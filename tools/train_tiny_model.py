@@ -1,4 +1,4 @@
-"""Train the ``tiny`` embedded model on Jane Austen's six novels.
+"""Train the ``tiny`` (or ``tiny-moe``) embedded model on Jane Austen's six novels.
 
 Run once by a maintainer; the result is committed under
 ``vllm_platform_template_tools/embedded_model/trained/`` (tokenizer, fp16 weights and
@@ -8,6 +8,12 @@ checkpoint from it. To reproduce:
 
     python tools/austen_from_debian.py ~/.cache/vllm-platform-template/austen
     nice -n 10 python tools/train_tiny_model.py [--device DEVICE]
+    python tools/train_tiny_model.py --preset tiny-moe --tokenizer \
+        vllm_platform_template_tools/embedded_model/trained/tiny_tokenizer.json
+
+``tiny-moe`` (Mixtral architecture) trains with transformers' router load-balancing
+loss beside the language-model loss; its weights are stored under the checkpoint names
+vLLM's and transformers' Mixtral loaders read (``block_sparse_moe.experts.N.w1``...).
 
 Deterministic as far as torch allows: one seed for the model's initialisation
 and for the batch order, ``torch.use_deterministic_algorithms``, a fixed thread
@@ -39,7 +45,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -150,8 +156,32 @@ def eval_loss(model, windows: torch.Tensor) -> float:
     return total / count
 
 
+def mixtral_checkpoint_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """transformers' in-memory Mixtral state (experts fused per layer) under the names of a
+    Mixtral checkpoint: ``block_sparse_moe.gate`` and ``block_sparse_moe.experts.N.w1/w2/w3``
+    (w1 the gate, w3 the up projection, w2 the down projection)."""
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        if ".mlp.experts.gate_up_proj" in name:
+            prefix = name.replace(".mlp.experts.gate_up_proj", ".block_sparse_moe.experts.")
+            gate, up = tensor.chunk(2, dim=1)
+            for e in range(tensor.shape[0]):
+                out[f"{prefix}{e}.w1.weight"] = gate[e].contiguous()
+                out[f"{prefix}{e}.w3.weight"] = up[e].contiguous()
+        elif ".mlp.experts.down_proj" in name:
+            prefix = name.replace(".mlp.experts.down_proj", ".block_sparse_moe.experts.")
+            for e in range(tensor.shape[0]):
+                out[f"{prefix}{e}.w2.weight"] = tensor[e].contiguous()
+        elif ".mlp.gate.weight" in name:
+            out[name.replace(".mlp.gate.", ".block_sparse_moe.gate.")] = tensor
+        else:
+            out[name] = tensor
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="tiny", choices=("tiny", "tiny-moe"))
     parser.add_argument("--steps", type=int, default=SETTINGS["steps"])
     parser.add_argument("--out", type=Path, default=TRAINED_DIR)
     parser.add_argument(
@@ -188,7 +218,7 @@ def main() -> int:
     # warns (in the log) instead of stopping the run.
     torch.use_deterministic_algorithms(True, warn_only=device.type != "cpu")
     preset = dataclasses.replace(
-        PRESETS["tiny"], **{k: settings[k] for k in SHAPE_KEYS if k in settings}
+        PRESETS[args.preset], **{k: settings[k] for k in SHAPE_KEYS if k in settings}
     )
 
     train_pars = text_data.training_paragraphs() + extra_paragraphs(args.extra_text_dir)
@@ -213,8 +243,15 @@ def main() -> int:
     )
     # Plain (eager) attention: the same model, with deterministic backward kernels.
     # (transformers' typed LlamaConfig does not list the kwarg PretrainedConfig takes.)
-    llama_config = LlamaConfig(**config, attn_implementation="eager")  # type: ignore[call-arg]
-    model = LlamaForCausalLM(llama_config).float().to(device)
+    if preset.is_moe:
+        # The router's load-balancing loss joins the language-model loss (else experts die).
+        moe_config = MixtralConfig(
+            **{**config, "output_router_logits": True}, attn_implementation="eager"
+        )  # type: ignore[call-arg]
+        model = MixtralForCausalLM(moe_config).float().to(device)
+    else:
+        llama_config = LlamaConfig(**config, attn_implementation="eager")  # type: ignore[call-arg]
+        model = LlamaForCausalLM(llama_config).float().to(device)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -284,10 +321,12 @@ def main() -> int:
     stored = {k: v.to(stored_dtype).contiguous() for k, v in best[2].items()}
     model.load_state_dict({k: v.float().to(device) for k, v in stored.items()})
     val_stored = eval_loss(model, val_windows)
+    if preset.is_moe:
+        stored = mixtral_checkpoint_names(stored)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(str(tokenizer_path(args.out)))
-    save_file(stored, str(weights_path(args.out)), metadata={"format": "pt"})
+    tokenizer.save(str(tokenizer_path(args.out, preset.name)))
+    save_file(stored, str(weights_path(args.out, preset.name)), metadata={"format": "pt"})
     record = {
         "command": " ".join(["python", *sys.argv]),
         "preset": preset.name,
@@ -316,7 +355,7 @@ def main() -> int:
         "train_seconds": round(train_s, 1),
         "history": history,
     }
-    training_record_path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    training_record_path(args.out, preset.name).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps({k: v for k, v in record.items() if k != "history"}, indent=2))
     return 0
 

@@ -58,6 +58,14 @@ class KernelTable:
     """In place: ``(positions, query, key, head_size, cos_sin_cache, is_neox_style)``."""
     rotary_ready: Callable[[], bool] = field(default=lambda: True)
     """Whether ``rotary_embedding_`` can run in this process."""
+    w8a8_int8_linear: Callable[..., torch.Tensor] | None = None
+    """``(x [M, K], weight [K, N] int8, weight_scale [N] fp32, bias) -> [M, N]``: a W8A8
+    INT8 linear layer, ``x`` quantized per token inside the call
+    (``reference_kernels/int8_linear.py``; None: quantized models are refused)."""
+    fused_moe: Callable[..., torch.Tensor] | None = None
+    """``(x, router_logits, w13, w2, top_k, renormalize) -> out``: a Mixtral-style
+    mixture-of-experts block from its router logits (``reference_kernels/fused_moe.py``;
+    None: MoE models are refused)."""
 
 
 class AttentionPlanner(Protocol):

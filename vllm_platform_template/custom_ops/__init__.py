@@ -5,7 +5,8 @@ of an in-tree layer (``SiluAndMul``, ``RotaryEmbedding``, and ``RMSNorm``, whose
 vLLM IR road ends in vLLM 0.34: ``layernorm.py``); vLLM then
 instantiates the subclass wherever a model builds the layer, and when the op is
 enabled (``custom_ops`` contains ``all``, the template's default in eager mode)
-calls its ``forward_oot`` - which calls the device kernels.
+calls its ``forward_oot`` - which calls the device kernels. The MoE layers' method,
+``UnquantizedFusedMoEMethod``, is replaced the same way (``moe/fused_moe_method.py``).
 
 :func:`register_custom_ops` runs in every process from the general-plugin
 entry point (idempotent), before any model is built. It also registers the
@@ -55,3 +56,5 @@ def register_custom_ops() -> None:
     from vllm_platform_template.custom_ops.hw_agnostic import register_hw_agnostic_ops
 
     register_hw_agnostic_ops()
+    if "UnquantizedFusedMoEMethod" not in op_registry_oot:
+        importlib.import_module("vllm_platform_template.moe.fused_moe_method")

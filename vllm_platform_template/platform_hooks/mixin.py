@@ -38,6 +38,10 @@ from vllm_platform_template.platform_hooks.activation import (
     installed_vllm,
     vllm_version_problem,
 )
+from vllm_platform_template.quantization import (
+    SUPPORTED_QUANTIZATION,
+    unsupported_quantization_message,
+)
 from vllm_platform_template.settings import (
     COMPILER_QUALNAME,
     ENV_PREFIX,
@@ -73,6 +77,27 @@ class TemplatePlatformMixin:
     # the base platform's worker, and the template's subclass that replaces it
     stock_worker_cls: ClassVar[str]
     template_worker_cls: ClassVar[str]
+
+    # What quantized checkpoints may ask for (vLLM checks it when it reads the config).
+    supported_quantization: ClassVar[list[str]] = SUPPORTED_QUANTIZATION
+
+    @classmethod
+    def verify_quantization(cls, quant: str) -> None:
+        """Refuse a method the template's kernels do not run, saying which ones they do.
+
+        vLLM's own CPU and XPU platforms list none or their own; the template's layers
+        run W8A8 INT8 (``quantization/int8_linear.py``) on a device whose kernel table
+        has the kernel.
+        """
+        device = cls.template_device
+        if quant not in SUPPORTED_QUANTIZATION:
+            raise ValueError(unsupported_quantization_message(quant, device.name))
+        usable, _ = device.kernels_status()
+        if not usable or device.kernels().w8a8_int8_linear is None:
+            raise ValueError(
+                f"{quant} quantization: the template's {device.name} device has no W8A8 "
+                "INT8 kernel (its kernel table's w8a8_int8_linear); use an unquantized model"
+            )
 
     # --- compilation -----------------------------------------------------
     @classmethod

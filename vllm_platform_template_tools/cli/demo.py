@@ -57,7 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stock", action="store_true", help="run stock vLLM with the plugin inactive instead"
     )
-    parser.add_argument("--size", default="tiny", choices=("tiny", "small"), help="embedded model")
+    parser.add_argument(
+        "--size",
+        default="tiny",
+        choices=("tiny", "tiny-moe", "small"),
+        help="embedded model (tiny-moe: the mixture-of-experts one)",
+    )
+    parser.add_argument(
+        "--quantized",
+        action="store_true",
+        help="the embedded model's W8A8 INT8 checkpoint (compressed-tensors; tiny only)",
+    )
     parser.add_argument(
         "--model-dir", type=Path, help="a model directory instead of the embedded one"
     )
@@ -202,7 +212,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     logs_to_stderr()
     if getattr(args, "quiet", False):
         quiet_logs()
-    model_dir = args.model_dir or ensure_model(args.size)
+    model_dir = args.model_dir or ensure_model(args.size, quantized=args.quantized)
 
     from vllm import LLM, SamplingParams
 

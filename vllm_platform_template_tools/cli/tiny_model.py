@@ -7,12 +7,19 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--size", default="tiny", choices=("tiny", "small"))
+    from vllm_platform_template_tools.embedded_model.presets import PRESETS
+
+    parser.add_argument("--size", default="tiny", choices=sorted(PRESETS))
     parser.add_argument("--out", type=Path, help="directory to write (default: the cache)")
+    parser.add_argument(
+        "--quantized",
+        action="store_true",
+        help="write the linear weights as W8A8 INT8 (compressed-tensors; tiny only)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     from vllm_platform_template_tools.embedded_model import ensure_model
 
-    print(ensure_model(args.size, args.out))
+    print(ensure_model(args.size, args.out, quantized=args.quantized))
     return 0

@@ -1,6 +1,7 @@
-"""The committed result of training the ``tiny`` model (``tools/train_tiny_model.py``).
+"""The committed results of training ``tiny`` and ``tiny-moe`` (``tools/train_tiny_model.py``).
 
-``trained/`` holds the tokenizer and the weights trained on Austen's six novels
+``trained/`` holds the tokenizer (tiny's, shared by tiny-moe) and the weights trained on
+Austen's six novels
 (*Pride and Prejudice* chapters 1-58, shipped in ``text/``, and the five others
 ``tools/train_tiny_model.py`` reads; ``text_data.py``), the weights as fp16
 safetensors (half the bytes of fp32), and the training record (command,
@@ -18,7 +19,9 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 TRAINED_DIR = Path(__file__).with_name("trained")
-TRAINED_PRESETS = ("tiny",)
+TRAINED_PRESETS = ("tiny", "tiny-moe")
+# The preset whose committed tokenizer a preset uses (tiny-moe was trained with tiny's).
+TOKENIZER_OF = {"tiny-moe": "tiny"}
 
 
 def weights_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
@@ -26,7 +29,7 @@ def weights_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
 
 
 def tokenizer_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
-    return root / f"{name}_tokenizer.json"
+    return root / f"{TOKENIZER_OF.get(name, name)}_tokenizer.json"
 
 
 def training_record_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:

@@ -29,6 +29,8 @@ def kernel_table() -> KernelTable:
         silu_and_mul=kernels.silu_and_mul,
         rotary_embedding_=kernels.rotary_embedding_,
         rotary_ready=lambda: kernels.vllm_cpu_op("rotary_embedding") is not None,
+        w8a8_int8_linear=kernels.w8a8_int8_linear,
+        fused_moe=kernels.fused_moe,
     )
 
 

@@ -14,7 +14,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from vllm_platform_template.reference_kernels.fused_moe import fused_moe
+from vllm_platform_template.reference_kernels.int8_linear import per_token_quant_int8
 from vllm_platform_template.reference_kernels.supports import RowKernels
+
+__all__ = ["fused_moe"]  # the reference experts kernel: every expert on every token
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # vLLM's CPU kernels process rows in SIMD vectors and reject (TORCH_CHECK) row
@@ -149,6 +153,22 @@ def rotary_embedding_(
     if op is None:
         raise RuntimeError("vLLM's CPU rotary_embedding kernel is not loaded")
     op(positions, query, key, head_size, cos_sin_cache, is_neox_style)
+
+
+def w8a8_int8_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    weight_scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """W8A8 INT8 linear: ``x`` quantized per token, torch's int8 GEMM (``torch._int_mm``:
+    oneDNN's VNNI kernel on x86), then both scales; the reference's semantics."""
+    q, x_scale = per_token_quant_int8(x)
+    accumulated = torch._int_mm(q, weight)
+    out = accumulated.float() * x_scale * weight_scale.view(1, -1)
+    if bias is not None:
+        out = out + bias.float()
+    return out.to(x.dtype)
 
 
 # --- which calls the kernels take (the kernel table's ``supports``) ------------------

@@ -117,21 +117,6 @@ class TemplateCpuPlatform(TemplatePlatformMixin, CpuPlatform):
             )
 
     @classmethod
-    def verify_quantization(cls, quant: str) -> None:
-        """Refuse every quantization method: none is wired for this platform.
-
-        ``CpuPlatform`` lists no methods (so inherited, every one would pass), but
-        vLLM picks its CPU quantized kernels by ``is_cpu()``, which an out-of-tree
-        platform is not; a quantized model would fail inside CUDA paths instead.
-        """
-        raise ValueError(
-            f"{quant} quantization is not supported on the template's CPU platform: vLLM "
-            "selects its CPU quantized kernels by is_cpu(), which an out-of-tree platform is "
-            "not (README, Known limits); use an unquantized model, or stock vLLM (unset "
-            "VLLM_TEMPLATE_DEVICE)"
-        )
-
-    @classmethod
     def register_triton_kernel_overrides(cls) -> None:
         """vLLM's C++ stand-ins for its Triton kernels (``CpuPlatform``'s), minus a
         deprecation warning its scan provokes.
