@@ -63,15 +63,27 @@ def hf_greedy_logprobs_on(model_dir: Path, device: str = "cpu"):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
-    model = model.to(device).eval()
+    return greedy_logprobs_of(model.to(device).eval(), device)
+
+
+def greedy_logprobs_of(model, device: str = "cpu"):
+    """``generate(prompt_token_ids, max_tokens, k, repetition_penalty=1.0)``: greedy
+    continuations by the transformers ``model`` with the top-k logprobs of each step."""
+    import torch
 
     def generate(
-        prompt_token_ids: list[list[int]], max_tokens: int, k: int
+        prompt_token_ids: list[list[int]], max_tokens: int, k: int, repetition_penalty: float = 1.0
     ) -> list[tuple[list[int], list[dict[int, float]]]]:
         results = []
         for ids in prompt_token_ids:
             out = _greedy(
-                model, ids, device, max_tokens, output_logits=True, return_dict_in_generate=True
+                model,
+                ids,
+                device,
+                max_tokens,
+                output_logits=True,
+                return_dict_in_generate=True,
+                repetition_penalty=repetition_penalty,
             )
             steps = []
             for logits in out.logits:

@@ -111,6 +111,34 @@ def _ir_providers(worker: Any) -> dict[str, dict[str, Any]]:
     return report
 
 
+def _quantized_and_moe(model: Any) -> dict[str, Any]:
+    """The model's quantized linear layers and MoE layers, by the kernel or method that
+    serves them, and the template ops' calls in this process (eager and captured)."""
+    from vllm_platform_template.moe.fused_moe_method import CALLS as MOE_CALLS
+    from vllm_platform_template.quantization.int8_linear import CALLS as INT8_CALLS
+
+    linear: dict[str, int] = {}
+    experts: dict[str, int] = {}
+    for module in model.modules():
+        scheme = getattr(module, "scheme", None)
+        kernel = getattr(scheme, "kernel", None)
+        if kernel is not None:
+            name = type(kernel).__name__
+            linear[name] = linear.get(name, 0) + 1
+        method = getattr(module, "quant_method", None)
+        if method is not None and hasattr(module, "w13_weight"):
+            name = type(method).__name__
+            experts[name] = experts.get(name, 0) + 1
+    return {
+        "quantized_linear_kernels": linear,
+        "moe_methods": experts,
+        "template_op_calls": {
+            "w8a8_int8_linear": dict(INT8_CALLS),
+            "fused_moe": dict(MOE_CALLS),
+        },
+    }
+
+
 def config_report(vllm_config: Any) -> dict[str, Any]:
     """Platform and compilation settings as vLLM resolved them."""
     from vllm.platforms import current_platform
@@ -166,6 +194,7 @@ def worker_report(worker: Any) -> dict[str, Any]:
     report["attention_backends"] = _attention_backends(worker)
     report["ir_ops"] = _ir_providers(worker)
     report["custom_op_layers"] = _custom_op_layers(worker)
+    report.update(_quantized_and_moe(model))
     report["placement"] = _placement(worker)
     # vLLM's CPU worker warns for each of libtcmalloc and libiomp missing from it.
     report["worker_ld_preload"] = os.environ.get("LD_PRELOAD", "")

@@ -104,3 +104,16 @@ def tiny_model_dir() -> Path:
 def hf_greedy(tiny_model_dir: Path):
     """Greedy continuation of token-id prompts by Hugging Face transformers (fp32, CPU)."""
     return hf_greedy_on(tiny_model_dir, "cpu")
+
+
+@pytest.fixture(scope="session")
+def hf_greedy_of():
+    """``hf_greedy_of(model_dir)``: ``hf_greedy`` for another embedded model (one load each)."""
+    loaded: dict[Path, Any] = {}
+
+    def of(model_dir: Path):
+        if model_dir not in loaded:
+            loaded[model_dir] = hf_greedy_on(model_dir, "cpu")
+        return loaded[model_dir]
+
+    return of

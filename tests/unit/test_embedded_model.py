@@ -123,3 +123,51 @@ def test_a_change_to_the_writer_rewrites_the_cached_model(tmp_path, monkeypatch)
     monkeypatch.setattr(writer, "WRITER_SOURCES", ("writer.py",))  # as if tokenizer.py changed
     assert writer._stamp(writer.PRESETS["tiny"])["digest"] not in first.name
     assert writer.is_complete(first, "tiny") is False
+
+
+def test_quantized_tiny_is_tiny_in_int8_per_channel(tmp_path) -> None:
+    """The W8A8 checkpoint: every decoder linear weight int8 in [-127, 127] with one fp32
+    scale per output channel, within half a step of tiny's fp32 weight; the rest equal."""
+    from vllm_platform_template_tools.embedded_model import compressed_tensors
+
+    dense_dir = write_model("tiny", tmp_path / "dense")
+    quant_dir = write_model("tiny", tmp_path / "w8a8", quantized=True)
+    dense = load_file(str(dense_dir / "model.safetensors"))
+    quant = load_file(str(quant_dir / "model.safetensors"))
+    config = json.loads((quant_dir / "config.json").read_text())
+    assert config["quantization_config"] == compressed_tensors.quantization_config()
+    quantized = [n for n in dense if compressed_tensors.is_quantized(n)]
+    assert len(quantized) == 7 * 2  # seven linear layers in each of the two decoder layers
+    for name, weight in dense.items():
+        if name not in quantized:
+            assert torch.equal(quant[name], weight), name
+            continue
+        q, scale = quant[name], quant[name.removesuffix("weight") + "weight_scale"]
+        assert q.dtype == torch.int8 and int(q.abs().max()) == 127
+        assert scale.shape == (weight.shape[0], 1) and scale.dtype == torch.float32
+        assert ((q.float() * scale - weight).abs() <= scale / 2 + 1e-7).all(), name
+    back = compressed_tensors.dequantized(quant, torch.float32)
+    assert back.keys() == dense.keys()
+
+
+def test_quantized_refuses_the_moe_and_bf16_presets(tmp_path) -> None:
+    for size in ("tiny-moe", "small"):
+        with pytest.raises(ValueError, match="use --size tiny"):
+            write_model(size, tmp_path / size, quantized=True)
+
+
+def test_tiny_moe_is_the_trained_mixtral(tmp_path) -> None:
+    """tiny-moe loads in transformers as Mixtral with the preset's experts, from the
+    committed checkpoint names (every weight used, none missing)."""
+    from transformers import AutoModelForCausalLM
+
+    preset = PRESETS["tiny-moe"]
+    model_dir = write_model("tiny-moe", tmp_path / "moe")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    assert type(model).__name__ == "MixtralForCausalLM"
+    assert model.config.num_local_experts == 4 and model.config.num_experts_per_tok == 2
+    assert sum(p.numel() for p in model.parameters()) == preset.num_parameters()
+    stored = load_file(str(model_dir / "model.safetensors"))
+    assert "model.layers.0.block_sparse_moe.experts.3.w2.weight" in stored
+    record = json.loads(trained.training_record_path(name="tiny-moe").read_text())
+    assert record["preset"] == "tiny-moe" and record["parameters"] == preset.num_parameters()
