@@ -127,6 +127,7 @@ run_stage() {
         # One engine per test, each with a 1 GiB KV cache: several fit the GPU at once.
         tier_pytest --timeout 420 -n "${GPU_TIER_ENGINES:-8}" \
             --dist loadgroup -m gpu tests/e2e/test_gpu_engine.py tests/e2e/test_gpu_first_light.py \
+            tests/e2e/test_gpu_quantized_and_moe.py \
             2>&1 | tee -a "$out" || rc=1
         ;;
     serve)

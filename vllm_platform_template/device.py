@@ -59,7 +59,7 @@ class KernelTable:
     rotary_ready: Callable[[], bool] = field(default=lambda: True)
     """Whether ``rotary_embedding_`` can run in this process."""
     w8a8_int8_linear: Callable[..., torch.Tensor] | None = None
-    """``(x [M, K], weight [K, N] int8, weight_scale [N] fp32, bias) -> [M, N]``: a W8A8
+    """``(x [M, K], weight [N, K] int8, weight_scale [N] fp32, bias) -> [M, N]``: a W8A8
     INT8 linear layer, ``x`` quantized per token inside the call
     (``reference_kernels/int8_linear.py``; None: quantized models are refused)."""
     fused_moe: Callable[..., torch.Tensor] | None = None

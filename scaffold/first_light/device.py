@@ -37,6 +37,8 @@ def kernel_table() -> KernelTable:
         gelu_and_mul_sparse=kernels.gelu_and_mul_sparse,
         gelu_and_mul_sparse_supports=kernels.supports,
         silu_and_mul=kernels.silu_and_mul,
+        w8a8_int8_linear=kernels.w8a8_int8_linear,
+        fused_moe=kernels.fused_moe,
     )
 
 

@@ -142,3 +142,33 @@ def test_two_devices_generate_the_tokens_of_one(one_device, engine_runs) -> None
     two = engine_runs.run(*DEMO, "--engine-args", json.dumps({**ENGINE, "tensor_parallel_size": 2}))
     assert (two["platform"], two["placement"]["weights"]) == (PLATFORM, [f"{DEVICE}:0"])
     assert two["tokens"] == one_device["tokens"]
+
+
+@pytest.fixture(scope="module")
+def moe_on_device(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The mixture-of-experts model (tiny-moe) eagerly on the device, in the probe."""
+    env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
+    env["VLLM_CACHE_ROOT"] = str(tmp_path_factory.mktemp("first-light-moe-cache"))
+    cmd = [sys.executable, str(PROBE), *DEMO, "--size", "tiny-moe", "--no-perplexity"]
+    proc = subprocess.run(
+        [*cmd, "--engine-args", json.dumps(ENGINE)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_moe_model_runs_the_kernel_tables_experts_on_the_device(
+    moe_on_device, hf_greedy_of
+) -> None:
+    """vLLM's FusedMoE layers on the plugin's MoE method, its experts kernel (the kernel
+    table's fused_moe) called on the device; tokens equal transformers' (fp32, CPU)."""
+    assert moe_on_device["moe_methods"] == {"TemplateFusedMoEMethod": 2}
+    assert moe_on_device["template_op_calls"]["fused_moe"].get(DEVICE, 0) >= 2 * 31
+    assert moe_on_device["placement"]["weights"] == [f"{DEVICE}:0"]
+    generate = hf_greedy_of(Path(moe_on_device["model"]))
+    expected = generate(moe_on_device["prompt_token_ids"], **decoding_of(moe_on_device))
+    assert moe_on_device["tokens"] == expected

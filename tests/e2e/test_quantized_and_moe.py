@@ -20,7 +20,6 @@ import pytest
 from hf_reference import decoding_of, greedy_logprobs_of
 from logprob_closeness import check_logprobs_close
 
-
 pytestmark = pytest.mark.e2e
 
 TEMPLATE_CPU = "vllm_platform_template.devices.cpu.platform.TemplateCpuPlatform"
@@ -152,4 +151,3 @@ def test_quantized_close_to_transformers_with_the_dequantized_weights(quantized_
         repetition_penalty=decoding["repetition_penalty"],
     )
     check_logprobs_close(_outputs(ours), expected, "template", "transformers")
-

@@ -490,3 +490,51 @@ def test_planned_launches_go_through_the_compiled_launcher():
     assert len(plan.attention._compiled) == known + 1
     torch_module().synchronize()
     torch.testing.assert_close(third, expected, **ATTN_TOL[torch.bfloat16])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=_dtype_id)
+@pytest.mark.parametrize("m", [1, 32, 300])
+def test_int8_linear_matches_the_reference(m: int, dtype: torch.dtype) -> None:
+    """The int8 tensor-core GEMM against the reference (exact int32 sums, one rounding);
+    the per-token quantization bit for bit (libdevice's round-half-even)."""
+    from vllm_platform_template.devices.gpu.kernels import int8_linear
+    from vllm_platform_template.reference_kernels import int8_linear as ref_int8
+
+    gen = torch.Generator().manual_seed(m)
+    k, n = 4096, 1536
+    x = torch.randn(m, k, generator=gen).to(dtype)
+    weight = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=gen)
+    scale = torch.rand(n, generator=gen) / 200
+    bias = torch.randn(n, generator=gen).to(dtype)
+    q, x_scale = int8_linear.per_token_quant_int8(x.to(DEVICE))
+    want_q, want_scale = ref_int8.per_token_quant_int8(x)
+    assert torch.equal(q.cpu(), want_q) and torch.equal(x_scale.cpu(), want_scale)
+    got = int8_linear.w8a8_int8_linear(
+        x.to(DEVICE), weight.to(DEVICE), scale.to(DEVICE), bias.to(DEVICE)
+    )
+    want = ref_int8.w8a8_int8_linear(x, weight, scale, bias)
+    torch.testing.assert_close(
+        got.cpu(), want, **({} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1.6e-2})
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=_dtype_id)
+@pytest.mark.parametrize("tokens", [1, 32, 512])
+def test_fused_moe_matches_the_reference(tokens: int, dtype: torch.dtype) -> None:
+    """Mixtral's expert shape (8 experts, top-2) cut to 1024 x 512 per expert."""
+    from vllm_platform_template.devices.gpu.kernels import fused_moe
+    from vllm_platform_template.reference_kernels import fused_moe as ref_moe
+
+    gen = torch.Generator().manual_seed(tokens)
+    experts, hidden, inter = 8, 1024, 512
+    x = torch.randn(tokens, hidden, generator=gen).to(dtype)
+    logits = torch.randn(tokens, experts, generator=gen)
+    w13 = (torch.randn(experts, 2 * inter, hidden, generator=gen) / 32).to(dtype)
+    w2 = (torch.randn(experts, hidden, inter, generator=gen) / 32).to(dtype)
+    on = [t.to(DEVICE) for t in (x, logits, w13, w2)]
+    got = fused_moe.fused_moe(*on, 2, True)
+    want = ref_moe.fused_moe(*on, 2, True)
+    tolerance = (
+        {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    )
+    torch.testing.assert_close(got, want, **tolerance)

@@ -735,6 +735,60 @@ def check_padded_decode_batch_equals_reference_and_leaves_padding() -> None:
     assert torch.all(output[3] == 7.0)
 
 
+def check_int8_linear_matches_the_reference() -> None:
+    """Per-token quantization bit for bit; the GEMM within the epilogue's fp32 rounding;
+    decode and prefill tiles, a bias, rows that are all zero, bf16 and fp32."""
+    from vllm_platform_template.devices.gpu.kernels import int8_linear
+    from vllm_platform_template.reference_kernels import int8_linear as reference
+
+    for m, k, n, dtype in ((1, 256, 96, torch.float32), (7, 300, 130, torch.bfloat16),
+                           (70, 512, 200, torch.float32)):  # fmt: skip
+        x = _randn(m, k, dtype=dtype)
+        x[0] = 0.0
+        q, scale = int8_linear.per_token_quant_int8(x)
+        want_q, want_scale = reference.per_token_quant_int8(x)
+        assert torch.equal(q, want_q) and torch.equal(scale, want_scale)
+        gen = torch.Generator().manual_seed(n)
+        weight = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=gen)
+        w_scale = torch.rand(n, generator=gen) / 50
+        for bias in (None, _randn(n, dtype=dtype, seed=3)):
+            got = int8_linear.w8a8_int8_linear(x, weight, w_scale, bias)
+            want = reference.w8a8_int8_linear(x, weight, w_scale, bias)
+            assert got.dtype == dtype
+            torch.testing.assert_close(got, want, **_tol(dtype))
+
+
+def check_fused_moe_matches_the_reference() -> None:
+    """Decode (few pairs per expert) and prefill tiles, an expert no token picks,
+    renormalised or not, fp32 and fp16 (the interpreter's tl.dot cannot take bf16: see
+    check_paged_attention_bf16); the grouping covers every pair once."""
+    from vllm_platform_template.devices.gpu.kernels import fused_moe
+    from vllm_platform_template.reference_kernels import fused_moe as reference
+
+    for tokens, experts, top_k, dtype in ((1, 4, 2, torch.float32), (5, 8, 2, torch.float16),
+                                          (90, 4, 2, torch.float32)):  # fmt: skip
+        hidden, inter = 64, 48
+        x = _randn(tokens, hidden, dtype=dtype)
+        logits = _randn(tokens, experts, seed=1)
+        logits[:, -1] = -30.0  # the last expert is never picked
+        w13 = (_randn(experts, 2 * inter, hidden, dtype=dtype, seed=2) / 8).contiguous()
+        w2 = (_randn(experts, hidden, inter, dtype=dtype, seed=3) / 8).contiguous()
+        for renormalize in (True, False):
+            got = fused_moe.fused_moe(x, logits, w13, w2, top_k, renormalize)
+            want = reference.fused_moe(x, logits, w13, w2, top_k, renormalize)
+            torch.testing.assert_close(got, want, **_tol(dtype))
+        _, ids = reference.route_topk_softmax(logits, top_k, True)
+        block_m = fused_moe.gemm_tiles(tokens * top_k, experts)[0]
+        slots, block_expert = fused_moe.group_by_expert(ids, experts, block_m)
+        real = slots[slots < tokens * top_k]
+        assert sorted(real.tolist()) == list(range(tokens * top_k))
+        for block, expert in enumerate(block_expert.tolist()):
+            pairs = slots[block * block_m : (block + 1) * block_m]
+            pairs = pairs[pairs < tokens * top_k]
+            assert expert >= 0 or pairs.numel() == 0
+            assert (ids.reshape(-1)[pairs] == expert).all()
+
+
 CHECKS: dict[str, Callable[[], None]] = {
     name.removeprefix("check_"): fn
     for name, fn in dict(globals()).items()

@@ -48,7 +48,7 @@ def w8a8_int8_linear(
 
 @w8a8_int8_linear.register_fake
 def _(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, bias=None):
-    return x.new_empty((x.shape[0], weight.shape[1]))
+    return x.new_empty((x.shape[0], weight.shape[0]))
 
 
 class TemplateInt8LinearKernel(Int8ScaledMMLinearKernel):
@@ -81,9 +81,9 @@ class TemplateInt8LinearKernel(Int8ScaledMMLinearKernel):
         if not self.config.is_channelwise:
             # per-tensor scales (one per fused shard): one per output channel
             scale = convert_to_channelwise(scale, layer.logical_widths)
-        # The kernel table's layout: [K, N] weights, [N] fp32 scales.
+        # The kernel table's layout: [N, K] weights (as loaded), [N] fp32 scales.
         replace_parameter(
-            layer, weight_name, torch.nn.Parameter(weight.t().contiguous(), requires_grad=False)
+            layer, weight_name, torch.nn.Parameter(weight.contiguous(), requires_grad=False)
         )
         replace_parameter(
             layer,
@@ -96,7 +96,7 @@ class TemplateInt8LinearKernel(Int8ScaledMMLinearKernel):
     ) -> torch.Tensor:
         weight, scale = self._get_layer_params(layer)[:2]
         out = torch.ops.template.w8a8_int8_linear(x.reshape(-1, x.shape[-1]), weight, scale, bias)
-        return out.reshape(*x.shape[:-1], weight.shape[1])
+        return out.reshape(*x.shape[:-1], weight.shape[0])
 
 
 _registered = False

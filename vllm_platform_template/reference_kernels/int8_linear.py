@@ -35,13 +35,13 @@ def w8a8_int8_linear(
 ) -> torch.Tensor:
     """``x @ (weight * weight_scale) + bias`` with ``x`` quantized per token to int8.
 
-    ``x``: ``[M, K]`` float; ``weight``: ``[K, N]`` int8 (the transposed checkpoint
-    weight, as vLLM's scaled-mm kernels take it); ``weight_scale``: ``[N]`` fp32;
+    ``x``: ``[M, K]`` float; ``weight``: ``[N, K]`` int8 (the checkpoint's layout);
+    ``weight_scale``: ``[N]`` fp32;
     ``bias``: ``[N]`` or None. Returns ``[M, N]`` in ``x``'s dtype. The integer
     products are summed exactly (int32 accumulation, as every int8 GEMM does).
     """
     q, x_scale = per_token_quant_int8(x)
-    accumulated = (q.to(torch.int32) @ weight.to(torch.int32)).float()
+    accumulated = (q.to(torch.int32) @ weight.to(torch.int32).t()).float()
     out = accumulated * x_scale * weight_scale.float().view(1, -1)
     if bias is not None:
         out = out + bias.float()

@@ -2,8 +2,9 @@
 
 The kernel table (``device.py``) takes its entries from here, with vLLM's op
 semantics: ``rms_norm``, ``fused_add_rms_norm`` (returns ``(out, x + residual)``),
-``gelu_and_mul_sparse``, ``silu_and_mul``. First light re-exports the reference
-(``vllm_platform_template/reference_kernels/reference.py``), which vLLM's native code
+``gelu_and_mul_sparse``, ``silu_and_mul``, and the mixture-of-experts block
+``fused_moe`` and the W8A8 linear ``w8a8_int8_linear``. First light re-exports the
+reference (``vllm_platform_template/reference_kernels/``), which vLLM's native code
 equals, and takes every call (:func:`supports`). Speed, one op at a time
 (docs/porting-guide.md, "10. Kernels: IR providers and custom ops"): write the
 kernel in your device's language; register it as a torch operator with a fake
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_platform_template.reference_kernels.fused_moe import fused_moe
+from vllm_platform_template.reference_kernels.int8_linear import w8a8_int8_linear
 from vllm_platform_template.reference_kernels.reference import (
     native_fused_add_rms_norm as fused_add_rms_norm,
 )
@@ -32,7 +35,15 @@ from vllm_platform_template.reference_kernels.reference import (
 from vllm_platform_template.reference_kernels.reference import native_rms_norm as rms_norm
 from vllm_platform_template.reference_kernels.reference import silu_and_mul
 
-__all__ = ["fused_add_rms_norm", "gelu_and_mul_sparse", "rms_norm", "silu_and_mul", "supports"]
+__all__ = [
+    "fused_add_rms_norm",
+    "fused_moe",
+    "gelu_and_mul_sparse",
+    "rms_norm",
+    "silu_and_mul",
+    "supports",
+    "w8a8_int8_linear",
+]
 
 
 def supports(*args: Any, **kwargs: Any) -> bool:

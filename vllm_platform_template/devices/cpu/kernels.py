@@ -162,9 +162,10 @@ def w8a8_int8_linear(
     bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """W8A8 INT8 linear: ``x`` quantized per token, torch's int8 GEMM (``torch._int_mm``:
-    oneDNN's VNNI kernel on x86), then both scales; the reference's semantics."""
+    oneDNN's VNNI kernel on x86) on the ``[N, K]`` weight's transposed view, then both
+    scales; the reference's semantics."""
     q, x_scale = per_token_quant_int8(x)
-    accumulated = torch._int_mm(q, weight)
+    accumulated = torch._int_mm(q, weight.t())
     out = accumulated.float() * x_scale * weight_scale.view(1, -1)
     if bias is not None:
         out = out + bias.float()

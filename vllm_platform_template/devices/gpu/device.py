@@ -19,7 +19,13 @@ from vllm_platform_template.devices.gpu.kernels import supports, triton_availabl
 
 
 def kernel_table() -> KernelTable:
-    from vllm_platform_template.devices.gpu.kernels import activation, library, rotary
+    from vllm_platform_template.devices.gpu.kernels import (
+        activation,
+        fused_moe,
+        int8_linear,
+        library,
+        rotary,
+    )
 
     # The IR ops' kernels go through their torch operators (kernels/library.py), so
     # that IR lowering can trace them into compiled pieces.
@@ -32,6 +38,8 @@ def kernel_table() -> KernelTable:
         gelu_and_mul_sparse_supports=supports.gelu_and_mul_sparse_supports,
         silu_and_mul=activation.silu_and_mul,
         rotary_embedding_=rotary.rotary_embedding_,
+        w8a8_int8_linear=int8_linear.w8a8_int8_linear,
+        fused_moe=fused_moe.fused_moe,
     )
 
 

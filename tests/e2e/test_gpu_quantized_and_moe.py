@@ -1,0 +1,79 @@
+"""Quantized and mixture-of-experts models on the GPU folder's platform (GPU tier, ``-m gpu``).
+
+The platform's default mode (compiled, FULL_AND_PIECEWISE): decode steps replay FULL
+graphs holding the Triton kernels of ``template::fused_moe`` (grouped GEMM) and
+``template::w8a8_int8_linear`` (int8 tensor-core GEMM).
+
+- ``tiny-moe`` fp32: greedy tokens equal transformers fp32 on the GPU and on the CPU;
+- tiny's W8A8 checkpoint: close to transformers with the dequantized weights by vLLM's
+  logprob-closeness rule (the activations' int8 rounding is the engine's own);
+- every MoE and quantized layer is the template's; its op ran on the device (counted
+  in the worker: eager prefill calls and graph captures, which replays do not repeat).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hf_reference import decoding_of, greedy_logprobs_of, hf_greedy_on
+from logprob_closeness import check_logprobs_close
+from test_gpu_engine import DEVICE, ENGINE, PLATFORM, assert_decode_replayed_full_graphs
+
+from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template_tools.embedded_model import ensure_model
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.gpu,
+    pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {DEVICE} device"),
+]
+TOP_LOGPROBS = 5
+
+
+def gpu(*args: str) -> tuple[str, ...]:
+    return ("--device", DEVICE, *args, "--engine-args", json.dumps(ENGINE))
+
+
+def test_moe_replays_full_graphs_and_matches_transformers(engine_runs, hf_greedy_of) -> None:
+    ours = engine_runs.run(*gpu("--size", "tiny-moe"))
+    assert ours["platform"] == PLATFORM
+    assert ours["moe_methods"] == {"TemplateFusedMoEMethod": 2}
+    assert ours["template_op_calls"]["fused_moe"].get(DEVICE, 0) > 0
+    assert_decode_replayed_full_graphs(ours)
+    model_dir = Path(ours["model"])
+    expected = hf_greedy_on(model_dir, DEVICE)(ours["prompt_token_ids"], **decoding_of(ours))
+    assert ours["tokens"] == expected
+    assert ours["tokens"] == hf_greedy_of(model_dir)(ours["prompt_token_ids"], **decoding_of(ours))
+
+
+def test_w8a8_replays_full_graphs_close_to_transformers(engine_runs) -> None:
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from vllm_platform_template_tools.embedded_model.compressed_tensors import dequantized
+
+    ours = engine_runs.run(*gpu("--quantized", "--logprobs", str(TOP_LOGPROBS)))
+    assert ours["platform"] == PLATFORM
+    assert ours["quantized_linear_kernels"] == {"TemplateInt8LinearKernel": 8}
+    assert ours["template_op_calls"]["w8a8_int8_linear"].get(DEVICE, 0) > 0
+    assert_decode_replayed_full_graphs(ours)
+    model_dir = ensure_model("tiny", quantized=True)
+    config = AutoConfig.from_pretrained(model_dir)
+    del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    state = load_file(str(model_dir / "model.safetensors"))
+    model.load_state_dict(dequantized(state, torch.float32))
+    decoding = decoding_of(ours)
+    expected = greedy_logprobs_of(model.to(DEVICE).eval(), DEVICE)(
+        ours["prompt_token_ids"], decoding["max_tokens"], TOP_LOGPROBS,
+        repetition_penalty=decoding["repetition_penalty"],
+    )  # fmt: skip
+    outputs = [
+        (tokens, [{int(t): lp for t, lp in step.items()} for step in steps])
+        for tokens, steps in zip(ours["tokens"], ours["logprobs"], strict=True)
+    ]
+    divergences = check_logprobs_close(outputs, expected, "template", "transformers")
+    print(f"W8A8 on {DEVICE}: {len(divergences)} of 3 prompts diverged (close): {divergences}")
