@@ -157,7 +157,7 @@ def eval_loss(model, windows: torch.Tensor) -> float:
 
 
 def mixtral_checkpoint_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """transformers' in-memory Mixtral state (experts fused per layer) under the names of a
+    """transformers' in-memory Mixtral state (one tensor for a layer's experts) under the names of a
     Mixtral checkpoint: ``block_sparse_moe.gate`` and ``block_sparse_moe.experts.N.w1/w2/w3``
     (w1 the gate, w3 the up projection, w2 the down projection)."""
     out: dict[str, torch.Tensor] = {}

@@ -171,3 +171,17 @@ def test_tiny_moe_is_the_trained_mixtral(tmp_path) -> None:
     assert "model.layers.0.block_sparse_moe.experts.3.w2.weight" in stored
     record = json.loads(trained.training_record_path(name="tiny-moe").read_text())
     assert record["preset"] == "tiny-moe" and record["parameters"] == preset.num_parameters()
+
+
+def test_the_cli_offers_every_preset() -> None:
+    """``tiny-model`` and ``demo`` list the sizes without importing the presets (their
+    --help needs only the standard library): the lists must not drift."""
+    import argparse
+
+    from vllm_platform_template_tools.cli import demo, tiny_model
+
+    for module in (demo, tiny_model):
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        size = next(a for a in parser._actions if a.dest == "size")
+        assert sorted(size.choices) == sorted(PRESETS), module.__name__

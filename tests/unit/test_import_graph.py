@@ -44,6 +44,8 @@ LAYERS = {
     "attention": 3,
     "ir_impls": 3,
     "custom_ops": 3,
+    "quantization": 3,
+    "moe": 3,
     "reporting": 3,
     "models": 4,
     "platform_hooks": 5,

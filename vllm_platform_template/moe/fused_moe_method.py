@@ -5,9 +5,9 @@ out-of-tree platform vLLM's MoE oracle picks the ``OOT`` backend and builds no
 kernel ("OOT handles internally"): the platform supplies the method. The template's
 is *monolithic* (vLLM's term): the runner hands it the router logits and it does the
 routing and the experts in one op, ``template::fused_moe``, the device kernel table's
-``fused_moe`` (Triton on the GPU, the reference on the CPU and the first-light device).
-Routing inside the op matters: vLLM's modular path routes with ``_moe_C.topk_softmax``,
-a CUDA extension an out-of-tree device does not have. The op is opaque to
+``fused_moe`` (a device's grouped GEMM; the reference at first light). Routing inside
+the op matters: vLLM's modular path routes with ``_moe_C.topk_softmax``, a compiled
+extension of vLLM's that an out-of-tree device does not have. The op is opaque to
 ``torch.compile`` and counted per process (:data:`CALLS`, in the worker's report).
 
 What it runs: Mixtral-style blocks (softmax routing, top-k, renormalised or not, SiLU

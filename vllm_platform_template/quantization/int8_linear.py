@@ -79,8 +79,9 @@ class TemplateInt8LinearKernel(Int8ScaledMMLinearKernel):
         weight = getattr(layer, weight_name)  # [N, K] int8, the checkpoint's layout
         scale = getattr(layer, scale_name)
         if not self.config.is_channelwise:
-            # per-tensor scales (one per fused shard): one per output channel
-            scale = convert_to_channelwise(scale, layer.logical_widths)
+            # per-tensor scales (one per merged shard, e.g. q/k/v): one per output channel
+            widths: list[int] = list(layer.logical_widths)  # type: ignore[arg-type]
+            scale = convert_to_channelwise(scale, widths)
         # The kernel table's layout: [N, K] weights (as loaded), [N] fp32 scales.
         replace_parameter(
             layer, weight_name, torch.nn.Parameter(weight.contiguous(), requires_grad=False)

@@ -1,10 +1,10 @@
-"""Reference semantics of the fused mixture-of-experts op in plain torch.
+"""Reference semantics of the mixture-of-experts op in plain torch.
 
 What vLLM's ``FusedMoE`` layer computes for a Mixtral-style block (softmax routing,
 top-k, optionally renormalised; each expert a SiLU-gated MLP), as one op from the
 router logits: the op a platform's monolithic MoE method runs
 (``moe/fused_moe_method.py``). Device kernels are tested against it
-(``tests/unit/test_fused_moe.py``).
+(``test_fused_moe.py``, the conformance kit).
 
 It is also the experts kernel of devices without a grouped GEMM (the CPU, the
 first-light test device): every expert runs on every token and unselected experts

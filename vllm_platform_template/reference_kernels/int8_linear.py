@@ -1,12 +1,10 @@
 """Reference semantics of the W8A8 INT8 linear op in plain torch.
 
 The op vLLM's compressed-tensors W8A8 scheme runs for a linear layer with per-channel
-int8 weights and dynamic per-token activations (``scaled_int8_quant`` then
-``cutlass_scaled_mm`` on CUDA): quantize each row of ``x`` symmetrically to int8 with
-its own scale, multiply in integers, then scale by the row's and the output channel's
-scales. Device kernels are tested against these functions
-(``tests/unit/test_int8_linear.py``), and the conformance kit checks them against
-vLLM's own CPU kernels where those are loaded.
+int8 weights and dynamic per-token activations (vLLM's ``scaled_int8_quant`` then its
+scaled-mm kernels): quantize each row of ``x`` symmetrically to int8 with its own scale,
+multiply in integers, then scale by the row's and the output channel's scales. Device
+kernels are tested against these functions (the conformance kit).
 """
 
 from __future__ import annotations

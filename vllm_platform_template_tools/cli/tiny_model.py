@@ -7,9 +7,8 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from vllm_platform_template_tools.embedded_model.presets import PRESETS
-
-    parser.add_argument("--size", default="tiny", choices=sorted(PRESETS))
+    # the presets' names (embedded_model.presets; --help needs no torch)
+    parser.add_argument("--size", default="tiny", choices=("tiny", "tiny-moe", "small"))
     parser.add_argument("--out", type=Path, help="directory to write (default: the cache)")
     parser.add_argument(
         "--quantized",

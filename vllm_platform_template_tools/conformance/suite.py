@@ -152,3 +152,61 @@ def test_falls_through(case: Case, provider: str) -> None:
         assert chosen == "native", f"{name}: dispatch picked {chosen}"
         want = op.impls["native"].impl_fn(*clone_args(changed))
         _assert_close(op, got, want, changed[0].dtype)
+
+
+# --- the kernel table's quantized-linear and experts ops, against the reference ---------
+def _kernel_tables() -> list[Any]:
+    return [pytest.param(device_type, id=device_type) for device_type in DEVICE_PACKAGES]
+
+
+def _table_on(device_type: str, op: str) -> tuple[Any, str]:
+    device = device_for(device_type)
+    assert device is not None
+    usable, reason = device.kernels_status()
+    if not usable:
+        pytest.skip(f"{device_type} kernels not usable here: {reason}")
+    table = device.kernels()
+    if getattr(table, op) is None:
+        pytest.skip(f"the {device_type} kernel table has no {op}")
+    return table, device.kernel_test_device_type or device.torch_device_type
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("device_type", _kernel_tables())
+def test_w8a8_int8_linear_matches_the_reference(device_type: str, dtype: torch.dtype) -> None:
+    """Decode and prefill rows, with and without bias: the quantized product within one
+    rounding of the output dtype (the int32 sums are exact on every device)."""
+    from vllm_platform_template.reference_kernels.int8_linear import w8a8_int8_linear
+
+    table, on = _table_on(device_type, "w8a8_int8_linear")
+    gen = torch.Generator().manual_seed(0)
+    for m, k, n in ((1, 256, 192), (33, 512, 320)):
+        x = torch.randn(m, k, generator=gen).to(dtype)
+        weight = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=gen)
+        scale = torch.rand(n, generator=gen) / 100
+        for bias in (None, torch.randn(n, generator=gen).to(dtype)):
+            args = [t.to(on) if t is not None else None for t in (x, weight, scale, bias)]
+            got = table.w8a8_int8_linear(*args)
+            want = w8a8_int8_linear(x, weight, scale, bias)
+            tolerance = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1.6e-2}
+            torch.testing.assert_close(got.cpu(), want, **tolerance)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("device_type", _kernel_tables())
+def test_fused_moe_matches_the_reference(device_type: str, dtype: torch.dtype) -> None:
+    """One token and many, 8 experts top-2 and 4 experts top-1, renormalised or not."""
+    from vllm_platform_template.reference_kernels.fused_moe import fused_moe
+
+    table, on = _table_on(device_type, "fused_moe")
+    gen = torch.Generator().manual_seed(0)
+    for tokens, experts, top_k in ((1, 8, 2), (40, 4, 1)):
+        x = torch.randn(tokens, 128, generator=gen).to(dtype)
+        logits = torch.randn(tokens, experts, generator=gen)
+        w13 = (torch.randn(experts, 192, 128, generator=gen) / 8).to(dtype)
+        w2 = (torch.randn(experts, 128, 96, generator=gen) / 8).to(dtype)
+        for renormalize in (True, False):
+            got = table.fused_moe(*(t.to(on) for t in (x, logits, w13, w2)), top_k, renormalize)
+            want = fused_moe(x, logits, w13, w2, top_k, renormalize)
+            tolerance = {} if dtype == torch.float32 else {"atol": 3e-2, "rtol": 2e-2}
+            torch.testing.assert_close(got.cpu(), want, **tolerance)
