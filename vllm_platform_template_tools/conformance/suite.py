@@ -188,7 +188,9 @@ def test_w8a8_int8_linear_matches_the_reference(device_type: str, dtype: torch.d
             args = [t.to(on) if t is not None else None for t in (x, weight, scale, bias)]
             got = table.w8a8_int8_linear(*args)
             want = w8a8_int8_linear(x, weight, scale, bias)
-            tolerance = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1.6e-2}
+            tolerance: dict[str, Any] = (
+                {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1.6e-2}
+            )
             torch.testing.assert_close(got.cpu(), want, **tolerance)
 
 
@@ -208,5 +210,7 @@ def test_fused_moe_matches_the_reference(device_type: str, dtype: torch.dtype) -
         for renormalize in (True, False):
             got = table.fused_moe(*(t.to(on) for t in (x, logits, w13, w2)), top_k, renormalize)
             want = fused_moe(x, logits, w13, w2, top_k, renormalize)
-            tolerance = {} if dtype == torch.float32 else {"atol": 3e-2, "rtol": 2e-2}
+            tolerance: dict[str, Any] = (
+                {} if dtype == torch.float32 else {"atol": 3e-2, "rtol": 2e-2}
+            )
             torch.testing.assert_close(got.cpu(), want, **tolerance)
