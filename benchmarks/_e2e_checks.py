@@ -133,7 +133,13 @@ def idle_failures(windows: Sequence[dict[str, Any]], limit: float = IDLE_CPU_LIM
 
 # The issue's goals on the 1.1B shape (H100) and the 8B shape (H200): template engine
 # over stock's default backend, per-step time ratio at most the bound.
-STEP_GOALS = {"1.1b": {1: 0.91, 8: 0.8, 64: 0.8}, "8b": {1: 0.91, 32: 0.91}}
+# template / stock step time; W8A8 and MoE (issue 43): at least 0.9x stock's speed
+STEP_GOALS = {
+    "1.1b": {1: 0.91, 8: 0.8, 64: 0.8},
+    "8b": {1: 0.91, 32: 0.91},
+    "8b-w8a8": {1: 1 / 0.9, 32: 1 / 0.9},
+    "mixtral-8l": {1: 1 / 0.9, 32: 1 / 0.9},
+}
 BANDWIDTH_GOALS = {"8b": {1: 0.85}}  # fraction of the bandwidth limit at batch 1
 
 

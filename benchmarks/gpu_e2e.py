@@ -94,7 +94,7 @@ from bench_shapes import SHAPES, kv_bytes_per_token, weight_bytes
 
 STOCK, STOCK_TRITON = "gpu-stock", "gpu-stock-triton"
 VARIANTS = (STOCK, STOCK_TRITON, "gpu-template", "gpu-template-fused")
-BATCHES = {"1.1b": (1, 8, 64), "8b": (1, 32)}
+BATCHES = {"1.1b": (1, 8, 64), "8b": (1, 32), "8b-w8a8": (1, 32), "mixtral-8l": (1, 32)}
 PROMPT, SHORT, LONG = 128, 16, 208
 PREFILL = 2048
 EXTENSION = "_bench_worker.BenchWorkerExtension"
@@ -152,7 +152,7 @@ def source_digest() -> str:
 def limit_ms(shape: str, batch: int, copy_rate: float) -> float:
     """Bytes a decode step must read (weights + KV of every request) over the copy rate."""
     context = PROMPT + (SHORT + LONG) / 2  # mean context over the measured steps
-    nbytes = weight_bytes(shape) + batch * context * kv_bytes_per_token(shape)
+    nbytes = weight_bytes(shape, batch) + batch * context * kv_bytes_per_token(shape)
     return 1000 * nbytes / copy_rate
 
 

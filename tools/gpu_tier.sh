@@ -48,9 +48,11 @@ export PYTHONUNBUFFERED=1
 export TEMPLATE_TEST_FAILURES_AT_ONCE=1
 jobs="${GPU_TIER_JOBS:-$(nproc)}"
 
-# Stock vLLM CUDA's two compiled files (../shared/tools/stage_stock_vllm.sh writes them as
-# cstable.xz and fa3.xz; 63 MiB together, so they may come in two calls while the
-# machine stays warm): unpacked into the bundle's vLLM as each arrives.
+# Stock vLLM CUDA's compiled files (../shared/tools/stage_stock_vllm.sh writes two of them
+# as cstable.xz and fa3.xz, 63 MiB together; its MoE extension, moe.xz (36 MiB), comes from
+# the same wheel: `unzip WHEEL vllm/_moe_C_stable_libtorch.abi3.so` then `xz -6`). Each
+# comes in a call of its own while the machine stays warm, unpacked into the bundle's vLLM
+# as it arrives.
 stock="${GPU_STOCK:-.gpu-carry/stock}"
 install_stock() {  # install_stock SITE
     [ -f "$stock/cstable.xz" ] && xz -dc "$stock/cstable.xz" >"$1/vllm/_C_stable_libtorch.abi3.so"
@@ -58,6 +60,8 @@ install_stock() {  # install_stock SITE
         mkdir -p "$1/vllm/vllm_flash_attn"
         xz -dc "$stock/fa3.xz" >"$1/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
     fi
+    # the MoE extension (topk_softmax, moe_align_block_size, moe_sum): stock's fused MoE
+    [ -f "$stock/moe.xz" ] && xz -dc "$stock/moe.xz" >"$1/vllm/_moe_C_stable_libtorch.abi3.so"
     return 0
 }
 
