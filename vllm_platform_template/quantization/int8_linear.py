@@ -76,8 +76,9 @@ class TemplateInt8LinearKernel(Int8ScaledMMLinearKernel):
 
     def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
         weight_name, scale_name = self.layer_param_names[:2]
-        weight = getattr(layer, weight_name)  # [N, K] int8, the checkpoint's layout
-        scale = getattr(layer, scale_name)
+        # plain tensors (.data): the loaded parameters are vLLM's parameter subclasses
+        weight = getattr(layer, weight_name).data  # [N, K] int8, the checkpoint's layout
+        scale = getattr(layer, scale_name).data
         if not self.config.is_channelwise:
             # per-tensor scales (one per merged shard, e.g. q/k/v): one per output channel
             widths: list[int] = list(layer.logical_widths)  # type: ignore[arg-type]
