@@ -3,17 +3,16 @@
 The embedded models (``tiny``, ``small``) are too small to load a GPU; these are
 Llama shapes of real models: Llama-3.1-8B also in W8A8 INT8 (compressed-tensors, the
 embedded writer's scheme: int8 weights with per-channel scales, dummy values), and
-Mixtral-8x7B's layer at 8 of its 32 layers (a mixture of experts). vLLM makes their weights on the device
-(``load_format="dummy"``), so nothing is written but ``config.json``, and the
+Mixtral-8x7B's layer at 8 of its 32 layers (a mixture of experts). vLLM makes their
+weights on the device (``load_format="dummy"``), so nothing is written but ``config.json``, and the
 engine runs on token ids alone (``skip_tokenizer_init``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-
-import dataclasses
 
 from vllm_platform_template_tools.embedded_model.compressed_tensors import quantization_config
 from vllm_platform_template_tools.embedded_model.presets import ModelPreset
