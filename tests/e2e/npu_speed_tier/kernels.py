@@ -13,9 +13,21 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from vllm_acme.reference_kernels.fused_moe import fused_moe
+from vllm_acme.reference_kernels.int8_linear import w8a8_int8_linear
 from vllm_acme.reference_kernels.reference import native_gelu_and_mul_sparse as gelu_and_mul_sparse
 
-__all__ = ["fused_add_rms_norm", "gelu_and_mul_sparse", "rms_norm", "silu_and_mul", "supports"]
+# The MoE and W8A8 ops keep first light's reference kernels: the device has no grouped or
+# int8 GEMM of its own yet.
+__all__ = [
+    "fused_add_rms_norm",
+    "fused_moe",
+    "gelu_and_mul_sparse",
+    "rms_norm",
+    "silu_and_mul",
+    "supports",
+    "w8a8_int8_linear",
+]
 
 
 def rms_norm(
