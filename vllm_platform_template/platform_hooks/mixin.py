@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from vllm.platforms.interface import PlatformEnum
 
+from vllm_platform_template.device import kernel_table
 from vllm_platform_template.log import get_logger
 from vllm_platform_template.platform_hooks import policy
 from vllm_platform_template.platform_hooks.activation import (
@@ -92,8 +93,8 @@ class TemplatePlatformMixin:
         device = cls.template_device
         if quant not in SUPPORTED_QUANTIZATION:
             raise ValueError(unsupported_quantization_message(quant, device.name))
-        usable, _ = device.kernels_status()
-        if not usable or device.kernels().w8a8_int8_linear is None:
+        table = kernel_table(device.torch_device_type)
+        if table is None or table.w8a8_int8_linear is None:
             raise ValueError(
                 f"{quant} quantization: the template's {device.name} device has no W8A8 "
                 "INT8 kernel (its kernel table's w8a8_int8_linear); use an unquantized model"

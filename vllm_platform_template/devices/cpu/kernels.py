@@ -14,11 +14,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from vllm_platform_template.reference_kernels.fused_moe import fused_moe
+# the reference experts kernel (every expert on every token), re-exported as the CPU's
+from vllm_platform_template.reference_kernels.fused_moe import fused_moe as fused_moe
 from vllm_platform_template.reference_kernels.int8_linear import per_token_quant_int8
 from vllm_platform_template.reference_kernels.supports import RowKernels
-
-__all__ = ["fused_moe"]  # the reference experts kernel: every expert on every token
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # vLLM's CPU kernels process rows in SIMD vectors and reject (TORCH_CHECK) row
