@@ -66,6 +66,23 @@ def hf_greedy_logprobs_on(model_dir: Path, device: str = "cpu"):
     return greedy_logprobs_of(model.to(device).eval(), device)
 
 
+def hf_dequantized_greedy_logprobs_on(model_dir: Path, device: str = "cpu"):
+    """:func:`greedy_logprobs_of` transformers fp32 with the weights a W8A8 checkpoint of the
+    embedded writer stands for (``q * scale``): the same model, unquantized activations."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from vllm_platform_template_tools.embedded_model.compressed_tensors import dequantized
+
+    config = AutoConfig.from_pretrained(model_dir)
+    del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    state = load_file(str(model_dir / "model.safetensors"))
+    model.load_state_dict(dequantized(state, torch.float32))
+    return greedy_logprobs_of(model.to(device).eval(), device)
+
+
 def greedy_logprobs_of(model, device: str = "cpu"):
     """``generate(prompt_token_ids, max_tokens, k, repetition_penalty=1.0)``: greedy
     continuations by the transformers ``model`` with the top-k logprobs of each step."""

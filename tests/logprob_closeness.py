@@ -55,6 +55,15 @@ def first_divergence(
     return None
 
 
+def report_outputs(report: Mapping) -> list[tuple[list[int], list[dict[int, float]]]]:
+    """A demo report's greedy outputs with the top logprobs of each step, as
+    :func:`check_logprobs_close` takes them (JSON made the logprobs' token ids strings)."""
+    return [
+        (tokens, [{int(t): lp for t, lp in step.items()} for step in steps])
+        for tokens, steps in zip(report["tokens"], report["logprobs"], strict=True)
+    ]
+
+
 def check_logprobs_close(
     outputs_a: Sequence[tuple[Sequence[int], Sequence[TopLogprobs]]],
     outputs_b: Sequence[tuple[Sequence[int], Sequence[TopLogprobs]]],

@@ -14,7 +14,7 @@ import json
 import pytest
 from bf16_reference import small_model_dir
 from hf_reference import hf_greedy_logprobs_on
-from logprob_closeness import check_logprobs_close
+from logprob_closeness import check_logprobs_close, report_outputs
 
 from vllm_platform_template.devices.cpu import vllm_cpu_build
 
@@ -53,14 +53,6 @@ def _run(engine_runs, *extra: str) -> dict:
     return engine_runs.run(*args, *extra)
 
 
-def _outputs(report: dict) -> list[tuple[list[int], list[dict[int, float]]]]:
-    # JSON turned the token ids of the logprob dicts into strings
-    return [
-        (tokens, [{int(t): lp for t, lp in step.items()} for step in steps])
-        for tokens, steps in zip(report["tokens"], report["logprobs"], strict=True)
-    ]
-
-
 def _report(divergences: list) -> str:
     return json.dumps([(d.prompt, d.position) for d in divergences])
 
@@ -71,7 +63,9 @@ def test_bf16_template_close_to_stock(engine_runs) -> None:
     ours = _run(engine_runs)
     assert ours["dtype"] == stock["dtype"] == "bfloat16"
     assert ours["platform"].endswith("TemplateCpuPlatform")
-    divergences = check_logprobs_close(_outputs(ours), _outputs(stock), "template", "stock")
+    divergences = check_logprobs_close(
+        report_outputs(ours), report_outputs(stock), "template", "stock"
+    )
     print(f"bf16 template vs stock: diverged (prompt, position) {_report(divergences)}")
 
 
@@ -79,5 +73,5 @@ def test_bf16_template_close_to_stock(engine_runs) -> None:
 def test_bf16_template_close_to_transformers(engine_runs, hf_greedy_logprobs) -> None:
     ours = _run(engine_runs)
     expected = hf_greedy_logprobs(ours["prompt_token_ids"], MAX_TOKENS, TOP_K)
-    divergences = check_logprobs_close(_outputs(ours), expected, "template", "transformers")
+    divergences = check_logprobs_close(report_outputs(ours), expected, "template", "transformers")
     print(f"bf16 template vs transformers: diverged (prompt, position) {_report(divergences)}")

@@ -41,7 +41,7 @@ import torch
 from bf16_reference import small_model_dir
 from fault_runner import run_with_fault
 from hf_reference import decoding_of, hf_greedy_logprobs_on, hf_greedy_on
-from logprob_closeness import check_logprobs_close
+from logprob_closeness import check_logprobs_close, report_outputs
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 
@@ -276,11 +276,7 @@ def check_bf16_close_to_transformers(report: dict, model_dir: Path) -> None:
     assert report["dtype"] == "bfloat16"
     generate = hf_greedy_logprobs_on(model_dir, DEVICE)
     expected = generate(report["prompt_token_ids"], BF16_TOKENS, TOP_K)
-    outputs = [
-        (tokens, [{int(t): lp for t, lp in step.items()} for step in steps])
-        for tokens, steps in zip(report["tokens"], report["logprobs"], strict=True)
-    ]
-    divergences = check_logprobs_close(outputs, expected, "template", "transformers")
+    divergences = check_logprobs_close(report_outputs(report), expected, "template", "transformers")
     where = [(d.prompt, d.position) for d in divergences]
     print(f"bf16 vs transformers on the GPU: diverged (prompt, position) {where}")
 

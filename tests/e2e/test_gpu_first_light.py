@@ -57,12 +57,12 @@ REFERENCE_KERNEL_OPERATORS = (
 )
 
 
-@pytest.fixture(scope="module")
-def one_device(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def probe_on_device(tmp_path_factory: pytest.TempPathFactory, *demo_args: str) -> dict:
+    """One eager engine on the device in the probe's process: its demo report and log."""
     env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
     env["VLLM_CACHE_ROOT"] = str(tmp_path_factory.mktemp("first-light-cache"))
     proc = subprocess.run(
-        [sys.executable, str(PROBE), *DEMO, "--engine-args", json.dumps(ENGINE)],
+        [sys.executable, str(PROBE), *DEMO, *demo_args, "--engine-args", json.dumps(ENGINE)],
         env=env,
         capture_output=True,
         text=True,
@@ -72,6 +72,11 @@ def one_device(tmp_path_factory: pytest.TempPathFactory) -> dict:
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     report["_stderr"] = proc.stderr
     return report
+
+
+@pytest.fixture(scope="module")
+def one_device(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return probe_on_device(tmp_path_factory)
 
 
 def test_the_folder_generates_transformers_tokens(one_device, hf_greedy) -> None:
@@ -147,18 +152,7 @@ def test_two_devices_generate_the_tokens_of_one(one_device, engine_runs) -> None
 @pytest.fixture(scope="module")
 def moe_on_device(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The mixture-of-experts model (tiny-moe) eagerly on the device, in the probe."""
-    env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
-    env["VLLM_CACHE_ROOT"] = str(tmp_path_factory.mktemp("first-light-moe-cache"))
-    cmd = [sys.executable, str(PROBE), *DEMO, "--size", "tiny-moe", "--no-perplexity"]
-    proc = subprocess.run(
-        [*cmd, "--engine-args", json.dumps(ENGINE)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return probe_on_device(tmp_path_factory, "--size", "tiny-moe", "--no-perplexity")
 
 
 def test_the_moe_model_runs_the_kernel_tables_experts_on_the_device(

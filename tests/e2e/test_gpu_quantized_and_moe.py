@@ -17,12 +17,11 @@ import json
 from pathlib import Path
 
 import pytest
-from hf_reference import decoding_of, greedy_logprobs_of, hf_greedy_on
-from logprob_closeness import check_logprobs_close
+from hf_reference import decoding_of, hf_dequantized_greedy_logprobs_on, hf_greedy_on
+from logprob_closeness import check_logprobs_close, report_outputs
 from test_gpu_engine import DEVICE, ENGINE, PLATFORM, assert_decode_replayed_full_graphs
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
-from vllm_platform_template_tools.embedded_model import ensure_model
 
 pytestmark = [
     pytest.mark.e2e,
@@ -49,31 +48,15 @@ def test_moe_replays_full_graphs_and_matches_transformers(engine_runs, hf_greedy
 
 
 def test_w8a8_replays_full_graphs_close_to_transformers(engine_runs) -> None:
-    import torch
-    from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from vllm_platform_template_tools.embedded_model.compressed_tensors import dequantized
-
     ours = engine_runs.run(*gpu("--quantized", "--logprobs", str(TOP_LOGPROBS)))
     assert ours["platform"] == PLATFORM
     assert ours["quantized_linear_kernels"] == {"TemplateInt8LinearKernel": 8}
     assert ours["template_op_calls"]["w8a8_int8_linear"].get(DEVICE, 0) > 0
     assert_decode_replayed_full_graphs(ours)
-    model_dir = ensure_model("tiny", quantized=True)
-    config = AutoConfig.from_pretrained(model_dir)
-    del config.quantization_config
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    state = load_file(str(model_dir / "model.safetensors"))
-    model.load_state_dict(dequantized(state, torch.float32))
     decoding = decoding_of(ours)
-    expected = greedy_logprobs_of(model.to(DEVICE).eval(), DEVICE)(
+    expected = hf_dequantized_greedy_logprobs_on(Path(ours["model"]), DEVICE)(
         ours["prompt_token_ids"], decoding["max_tokens"], TOP_LOGPROBS,
         repetition_penalty=decoding["repetition_penalty"],
     )  # fmt: skip
-    outputs = [
-        (tokens, [{int(t): lp for t, lp in step.items()} for step in steps])
-        for tokens, steps in zip(ours["tokens"], ours["logprobs"], strict=True)
-    ]
-    divergences = check_logprobs_close(outputs, expected, "template", "transformers")
+    divergences = check_logprobs_close(report_outputs(ours), expected, "template", "transformers")
     print(f"W8A8 on {DEVICE}: {len(divergences)} of 3 prompts diverged (close): {divergences}")

@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hf_reference import decoding_of, greedy_logprobs_of
-from logprob_closeness import check_logprobs_close
+from hf_reference import decoding_of, hf_dequantized_greedy_logprobs_on
+from logprob_closeness import check_logprobs_close, report_outputs
 
 pytestmark = pytest.mark.e2e
 
@@ -116,33 +116,14 @@ def test_quantized_layers_run_the_template_kernel(quantized_runs) -> None:
     assert "quantized_linear_kernels" not in stock
 
 
-def _outputs(report: dict) -> list[tuple[list[int], list[dict[int, float]]]]:
-    return [
-        (tokens, [{int(t): lp for t, lp in step.items()} for step in steps])
-        for tokens, steps in zip(report["tokens"], report["logprobs"], strict=True)
-    ]
-
-
 def test_quantized_close_to_stock(quantized_runs) -> None:
     ours, stock = quantized_runs
-    check_logprobs_close(_outputs(ours), _outputs(stock), "template", "stock")
+    check_logprobs_close(report_outputs(ours), report_outputs(stock), "template", "stock")
 
 
 def test_quantized_close_to_transformers_with_the_dequantized_weights(quantized_runs) -> None:
-    import torch
-    from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from vllm_platform_template_tools.embedded_model.compressed_tensors import dequantized
-
     ours, _ = quantized_runs
-    model_dir = Path(ours["model"])
-    config = AutoConfig.from_pretrained(model_dir)
-    del config.quantization_config  # the same model, fp32 weights
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    state = dequantized(load_file(str(model_dir / "model.safetensors")), torch.float32)
-    model.load_state_dict(state)
-    generate = greedy_logprobs_of(model.eval())
+    generate = hf_dequantized_greedy_logprobs_on(Path(ours["model"]))
     decoding = decoding_of(ours)
     expected = generate(
         ours["prompt_token_ids"],
@@ -150,4 +131,4 @@ def test_quantized_close_to_transformers_with_the_dequantized_weights(quantized_
         TOP_LOGPROBS,
         repetition_penalty=decoding["repetition_penalty"],
     )
-    check_logprobs_close(_outputs(ours), expected, "template", "transformers")
+    check_logprobs_close(report_outputs(ours), expected, "template", "transformers")
