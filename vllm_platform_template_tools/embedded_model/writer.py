@@ -100,7 +100,7 @@ def _source(preset: ModelPreset) -> str:
 def _stamp(preset: ModelPreset, quantized: bool = False) -> dict:
     source = _source(preset)
     quantization = QUANTIZED_NAME if quantized else None
-    key = (preset, source, FORMAT_VERSION) + ((quantization,) if quantized else ())
+    key = (preset, source, FORMAT_VERSION, quantization)
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
     return {
         "preset": preset.name,

@@ -118,8 +118,7 @@ def group_by_expert(
     padded_end = padded.cumsum(0)
     padded_start = padded_end - padded
     start = counts.cumsum(0) - counts
-    order = torch.sort(flat, stable=True).indices
-    sorted_experts = flat[order]
+    sorted_experts, order = torch.sort(flat, stable=True)
     rank = torch.arange(num_pairs, device=ids.device)
     destination = padded_start[sorted_experts] + (rank - start[sorted_experts])
     pair_of_slot = torch.full((slots,), num_pairs, dtype=torch.int64, device=ids.device)
