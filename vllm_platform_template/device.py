@@ -66,6 +66,11 @@ class KernelTable:
     """``(x, router_logits, w13, w2, top_k, renormalize) -> out``: a Mixtral-style
     mixture-of-experts block from its router logits (``reference_kernels/fused_moe.py``;
     None: MoE models are refused)."""
+    fused_moe_w8a8_int8: Callable[..., torch.Tensor] | None = None
+    """``(x, router_logits, w13 [E, 2I, H] int8, w13_scale [E, 2I] fp32, w2 [E, H, I]
+    int8, w2_scale [E, H] fp32, top_k, renormalize) -> out``: ``fused_moe`` with W8A8
+    INT8 experts (``reference_kernels/fused_moe.py``; None: INT8 MoE checkpoints are
+    refused)."""
 
 
 class AttentionPlanner(Protocol):

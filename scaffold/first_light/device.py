@@ -39,6 +39,7 @@ def kernel_table() -> KernelTable:
         silu_and_mul=kernels.silu_and_mul,
         w8a8_int8_linear=kernels.w8a8_int8_linear,
         fused_moe=kernels.fused_moe,
+        fused_moe_w8a8_int8=kernels.fused_moe_w8a8_int8,
     )
 
 

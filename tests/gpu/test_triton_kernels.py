@@ -538,3 +538,34 @@ def test_fused_moe_matches_the_reference(tokens: int, dtype: torch.dtype) -> Non
         {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
     )
     torch.testing.assert_close(got, want, **tolerance)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=_dtype_id)
+@pytest.mark.parametrize("tokens", [1, 32, 512])
+def test_fused_moe_w8a8_int8_matches_the_reference(tokens: int, dtype: torch.dtype) -> None:
+    """INT8 experts at the same shape: the products are exact int32 sums on both sides;
+    what differs is the rounding of the SiLU-gated rows before their quantization and of
+    the output dtype. The reference runs on the CPU (torch has no int32 GEMM on the
+    device) as the CPU kernel, which equals it bit for bit (tests/unit/test_fused_moe.py)
+    and sums with oneDNN's int8 GEMM instead of a plain int32 one."""
+    from vllm_platform_template.devices.cpu.kernels import fused_moe_w8a8_int8 as reference
+    from vllm_platform_template.devices.gpu.kernels import fused_moe
+
+    gen = torch.Generator().manual_seed(tokens)
+    experts, hidden, inter = 8, 1024, 512
+    x = torch.randn(tokens, hidden, generator=gen).to(dtype)
+    logits = torch.randn(tokens, experts, generator=gen)
+    w13 = torch.randint(-127, 128, (experts, 2 * inter, hidden), dtype=torch.int8, generator=gen)
+    w2 = torch.randint(-127, 128, (experts, hidden, inter), dtype=torch.int8, generator=gen)
+    w13_scale = torch.rand(experts, 2 * inter, generator=gen) / 2000
+    w2_scale = torch.rand(experts, hidden, generator=gen) / 2000
+    args = (x, logits, w13, w13_scale, w2, w2_scale)
+    got = fused_moe.fused_moe_w8a8_int8(*(t.to(DEVICE) for t in args), 2, True).cpu().float()
+    want = reference(*args, 2, True).float()
+    scale = float(want.abs().max())
+    tolerance = (
+        {"atol": 1e-4 * scale, "rtol": 1e-4}
+        if dtype == torch.float32
+        else {"atol": 4e-2 * scale, "rtol": 2e-2}
+    )
+    torch.testing.assert_close(got, want, **tolerance)

@@ -789,6 +789,43 @@ def check_fused_moe_matches_the_reference() -> None:
             assert (ids.reshape(-1)[pairs] == expert).all()
 
 
+def check_fused_moe_w8a8_int8_matches_the_reference() -> None:
+    """INT8 experts: decode and prefill tiles, an expert no token picks, fp32 and bf16
+    activations (the products are int8 x int8 either way): fp32 within rounding (equal
+    at one token), bf16 within the rounding of its bf16 outputs."""
+    from vllm_platform_template.devices.gpu.kernels import fused_moe
+    from vllm_platform_template.reference_kernels import fused_moe as reference
+
+    for tokens, experts, dtype in ((1, 4, torch.float32), (6, 8, torch.bfloat16),
+                                   (90, 4, torch.float32)):  # fmt: skip
+        hidden, inter = 64, 48
+        gen = _gen(tokens)
+        x = _randn(tokens, hidden, dtype=dtype)
+        logits = _randn(tokens, experts, seed=1)
+        logits[:, -1] = -30.0  # the last expert is never picked
+        w13 = torch.randint(
+            -127, 128, (experts, 2 * inter, hidden), dtype=torch.int8, generator=gen
+        )
+        w2 = torch.randint(-127, 128, (experts, hidden, inter), dtype=torch.int8, generator=gen)
+        w13_scale = torch.rand(experts, 2 * inter, generator=gen) / 500
+        w2_scale = torch.rand(experts, hidden, generator=gen) / 500
+        args = (x, logits, w13, w13_scale, w2, w2_scale, 2, True)
+        got = fused_moe.fused_moe_w8a8_int8(*args)
+        want = reference.fused_moe_w8a8_int8(*args)
+        assert got.dtype == dtype
+        if dtype == torch.float32:
+            torch.testing.assert_close(got, want, **_tol(dtype))
+        else:  # bf16 outputs, summed in another order (6 bf16 steps seen)
+            atol = 4e-2 * float(want.abs().max())
+            torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=atol)
+    _expect_value_error(
+        lambda: fused_moe.fused_moe_w8a8_int8(
+            x, logits, w13, w13_scale[:, :1], w2, w2_scale, 2, True
+        ),
+        "w13_scale must be",
+    )
+
+
 CHECKS: dict[str, Callable[[], None]] = {
     name.removeprefix("check_"): fn
     for name, fn in dict(globals()).items()

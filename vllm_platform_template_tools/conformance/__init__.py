@@ -19,8 +19,9 @@ from ``vllm.ir``, fp32/bf16/fp16, several shapes, non-contiguous rows,
   lowering pass does) pick the same provider;
 - arguments a provider does not support fall through to the next provider.
 
-And for every device's kernel table, its ``w8a8_int8_linear`` and ``fused_moe`` (the
-quantized linear layers' and the MoE layers' ops, no IR op) against the reference
+And for every device's kernel table, its ``w8a8_int8_linear``, ``fused_moe`` and
+``fused_moe_w8a8_int8`` (the quantized linear layers' and the MoE layers' ops, no IR
+op) against the reference
 (``reference_kernels/int8_linear.py``, ``reference_kernels/fused_moe.py``).
 """
 

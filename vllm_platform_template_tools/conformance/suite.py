@@ -214,3 +214,31 @@ def test_fused_moe_matches_the_reference(device_type: str, dtype: torch.dtype) -
                 {} if dtype == torch.float32 else {"atol": 3e-2, "rtol": 2e-2}
             )
             torch.testing.assert_close(got.cpu(), want, **tolerance)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("device_type", _kernel_tables())
+def test_fused_moe_w8a8_int8_matches_the_reference(device_type: str, dtype: torch.dtype) -> None:
+    """INT8 experts, one token and many: within the rounding of the SiLU-gated rows
+    (quantized again before the second projection) and of the output dtype."""
+    from vllm_platform_template.reference_kernels.fused_moe import fused_moe_w8a8_int8
+
+    table, on = _table_on(device_type, "fused_moe_w8a8_int8")
+    gen = torch.Generator().manual_seed(0)
+    for tokens, experts, top_k in ((1, 8, 2), (40, 4, 1)):
+        x = torch.randn(tokens, 128, generator=gen).to(dtype)
+        logits = torch.randn(tokens, experts, generator=gen)
+        w13 = torch.randint(-127, 128, (experts, 192, 128), dtype=torch.int8, generator=gen)
+        w2 = torch.randint(-127, 128, (experts, 128, 96), dtype=torch.int8, generator=gen)
+        w13_scale = torch.rand(experts, 192, generator=gen) / 500
+        w2_scale = torch.rand(experts, 128, generator=gen) / 500
+        args = (x, logits, w13, w13_scale, w2, w2_scale)
+        got = table.fused_moe_w8a8_int8(*(t.to(on) for t in args), top_k, True)
+        want = fused_moe_w8a8_int8(*args, top_k, True)
+        scale = float(want.abs().max())
+        tolerance: dict[str, Any] = (
+            {"atol": 1e-5 * scale, "rtol": 1e-5}
+            if dtype == torch.float32
+            else {"atol": 4e-2 * scale, "rtol": 2e-2}
+        )
+        torch.testing.assert_close(got.cpu().float(), want.float(), **tolerance)

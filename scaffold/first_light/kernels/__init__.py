@@ -3,7 +3,8 @@
 The kernel table (``device.py``) takes its entries from here, with vLLM's op
 semantics: ``rms_norm``, ``fused_add_rms_norm`` (returns ``(out, x + residual)``),
 ``gelu_and_mul_sparse``, ``silu_and_mul``, and the mixture-of-experts block
-``fused_moe`` and the W8A8 linear ``w8a8_int8_linear``. First light re-exports the
+``fused_moe`` (and ``fused_moe_w8a8_int8``, its W8A8 INT8 experts) and the W8A8 linear
+``w8a8_int8_linear``. First light re-exports the
 reference (``vllm_platform_template/reference_kernels/``), which vLLM's native code
 equals, and takes every call (:func:`supports`). Speed, one op at a time
 (docs/porting-guide.md, "10. Kernels: IR providers and custom ops"): write the
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_platform_template.reference_kernels.fused_moe import fused_moe
+from vllm_platform_template.reference_kernels.fused_moe import fused_moe, fused_moe_w8a8_int8
 from vllm_platform_template.reference_kernels.int8_linear import w8a8_int8_linear
 from vllm_platform_template.reference_kernels.reference import (
     native_fused_add_rms_norm as fused_add_rms_norm,
@@ -38,6 +39,7 @@ from vllm_platform_template.reference_kernels.reference import silu_and_mul
 __all__ = [
     "fused_add_rms_norm",
     "fused_moe",
+    "fused_moe_w8a8_int8",
     "gelu_and_mul_sparse",
     "rms_norm",
     "silu_and_mul",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from vllm_acme.reference_kernels.fused_moe import fused_moe
+from vllm_acme.reference_kernels.fused_moe import fused_moe, fused_moe_w8a8_int8
 from vllm_acme.reference_kernels.int8_linear import w8a8_int8_linear
 from vllm_acme.reference_kernels.reference import native_gelu_and_mul_sparse as gelu_and_mul_sparse
 
@@ -22,6 +22,7 @@ from vllm_acme.reference_kernels.reference import native_gelu_and_mul_sparse as 
 __all__ = [
     "fused_add_rms_norm",
     "fused_moe",
+    "fused_moe_w8a8_int8",
     "gelu_and_mul_sparse",
     "rms_norm",
     "silu_and_mul",

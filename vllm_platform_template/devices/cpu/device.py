@@ -31,6 +31,7 @@ def kernel_table() -> KernelTable:
         rotary_ready=lambda: kernels.vllm_cpu_op("rotary_embedding") is not None,
         w8a8_int8_linear=kernels.w8a8_int8_linear,
         fused_moe=kernels.fused_moe,
+        fused_moe_w8a8_int8=kernels.fused_moe_w8a8_int8,
     )
 
 

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 # the reference experts kernel (every expert on every token), re-exported as the CPU's
+from vllm_platform_template.reference_kernels import fused_moe as reference_moe
 from vllm_platform_template.reference_kernels.fused_moe import fused_moe as fused_moe
 from vllm_platform_template.reference_kernels.int8_linear import per_token_quant_int8
 from vllm_platform_template.reference_kernels.supports import RowKernels
@@ -169,6 +170,23 @@ def w8a8_int8_linear(
     if bias is not None:
         out = out + bias.float()
     return out.to(x.dtype)
+
+
+def fused_moe_w8a8_int8(
+    x: torch.Tensor,
+    router_logits: torch.Tensor,
+    w13: torch.Tensor,
+    w13_scale: torch.Tensor,
+    w2: torch.Tensor,
+    w2_scale: torch.Tensor,
+    top_k: int,
+    renormalize: bool,
+) -> torch.Tensor:
+    """W8A8 INT8 experts: the reference's experts kernel (every expert on every token)
+    with each projection on :func:`w8a8_int8_linear`; the reference's semantics."""
+    return reference_moe.fused_moe_w8a8_int8(
+        x, router_logits, w13, w13_scale, w2, w2_scale, top_k, renormalize, w8a8_int8_linear
+    )
 
 
 # --- which calls the kernels take (the kernel table's ``supports``) ------------------

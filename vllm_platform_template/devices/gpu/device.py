@@ -40,6 +40,7 @@ def kernel_table() -> KernelTable:
         rotary_embedding_=rotary.rotary_embedding_,
         w8a8_int8_linear=int8_linear.w8a8_int8_linear,
         fused_moe=fused_moe.fused_moe,
+        fused_moe_w8a8_int8=fused_moe.fused_moe_w8a8_int8,
     )
 
 

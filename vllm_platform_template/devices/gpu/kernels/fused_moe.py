@@ -18,6 +18,12 @@ renormalize)`` with the reference's semantics (``reference_kernels/fused_moe.py`
 Fixed grids for a given ``T`` (the block count is the worst case; empty blocks return
 at once) and no host sync: a graph may hold it. Bf16/fp16/fp32; fp32 accumulation.
 
+``fused_moe_w8a8_int8`` (W8A8 INT8 experts, ``w13``/``w2`` int8 with per-output-channel
+fp32 scales) runs the same steps on int8 operands: ``x`` quantized per token before
+step 3 and the activated rows per pair before step 5 (``int8_linear``'s quantization
+kernel), int8 tensor-core products summed in int32, both scales applied in the GEMM's
+epilogue.
+
 vLLM hook served: the MoE layers' monolithic method (``moe/fused_moe_method.py``)
 through ``device.py``'s kernel table. Proven by
 ``tests/unit/test_triton_kernels_interpret.py`` and ``tests/gpu/test_triton_kernels.py``.
@@ -31,9 +37,10 @@ import triton.language as tl
 
 from vllm_platform_template.devices.gpu.kernels import check_launch_device
 from vllm_platform_template.devices.gpu.kernels.activation import silu_and_mul
+from vllm_platform_template.devices.gpu.kernels.int8_linear import per_token_quant_int8
 from vllm_platform_template.reference_kernels.fused_moe import route_topk_softmax
 
-__all__ = ["fused_moe", "group_by_expert"]
+__all__ = ["fused_moe", "fused_moe_w8a8_int8", "group_by_expert"]
 
 
 @triton.jit
@@ -44,22 +51,29 @@ def _grouped_gemm_kernel(
     pair_ptr,
     block_expert_ptr,
     weight_ptr,
+    a_scale_ptr,
+    w_scale_ptr,
     num_pairs,
     N,
     K,
     stride_am,
     stride_we,
     stride_wn,
+    stride_wse,
     stride_om,
     A_ROW_DIVISOR: tl.constexpr,
     MUL_WEIGHT: tl.constexpr,
+    SCALED: tl.constexpr,
+    ACC_DTYPE: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
     """``out[pair] = a[pair // A_ROW_DIVISOR] @ w[e]^T`` (times the pair's routing weight
-    when ``MUL_WEIGHT``) for the pairs of block ``program_id(1)``, all of expert ``e``."""
+    when ``MUL_WEIGHT``) for the pairs of block ``program_id(1)``, all of expert ``e``.
+    ``SCALED`` (int8 ``a`` and ``w``, int32 ``ACC_DTYPE``): the sum times the ``a`` row's
+    scale and the output channel's scale of ``w[e]``."""
     block = tl.program_id(1)
     expert = tl.load(block_expert_ptr + block)
     if expert < 0:
@@ -78,18 +92,26 @@ def _grouped_gemm_kernel(
         + cols[None, :].to(tl.int64) * stride_wn
         + ks[:, None]
     )
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC_DTYPE)
     for start in range(0, K, BLOCK_K):
         k_ok = start + ks < K
-        a = tl.load(a_tile, mask=valid[:, None] & k_ok[None, :], other=0.0)
-        w = tl.load(w_tile, mask=k_ok[:, None] & (cols[None, :] < N), other=0.0)
+        a = tl.load(a_tile, mask=valid[:, None] & k_ok[None, :], other=0)
+        w = tl.load(w_tile, mask=k_ok[:, None] & (cols[None, :] < N), other=0)
         acc = tl.dot(a, w, acc, input_precision=INPUT_PRECISION)
         a_tile += BLOCK_K
         w_tile += BLOCK_K
+    if SCALED:
+        a_scale = tl.load(a_scale_ptr + a_rows, mask=valid, other=0.0)
+        w_scale = tl.load(
+            w_scale_ptr + expert.to(tl.int64) * stride_wse + cols, mask=cols < N, other=0.0
+        )
+        result = acc.to(tl.float32) * a_scale[:, None] * w_scale[None, :]
+    else:
+        result = acc
     if MUL_WEIGHT:
-        acc *= tl.load(weight_ptr + pairs, mask=valid, other=0.0)[:, None]
+        result *= tl.load(weight_ptr + pairs, mask=valid, other=0.0)[:, None]
     o = out_ptr + pairs[:, None].to(tl.int64) * stride_om + cols[None, :]
-    tl.store(o, acc.to(out_ptr.dtype.element_ty), mask=valid[:, None] & (cols[None, :] < N))
+    tl.store(o, result.to(out_ptr.dtype.element_ty), mask=valid[:, None] & (cols[None, :] < N))
 
 
 def gemm_tiles(num_pairs: int, num_experts: int) -> tuple[int, int, int, int, int]:
@@ -137,7 +159,10 @@ def _grouped_gemm(
     a_row_divisor: int,
     pair_weights: torch.Tensor | None,
     tiles: tuple[int, int, int, int, int],
+    scales: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
+    """``_grouped_gemm_kernel`` over the blocks of ``grouping``; ``scales``: int8 ``a``
+    and ``w`` with ``(a_scale [rows] fp32, w_scale [E, N] fp32)``."""
     pair_of_slot, block_expert = grouping
     block_m, block_n, block_k, warps, stages = tiles
     n, k = w.shape[1], w.shape[2]
@@ -149,15 +174,20 @@ def _grouped_gemm(
         pair_of_slot,
         block_expert,
         pair_weights if pair_weights is not None else out,
+        scales[0] if scales is not None else out,
+        scales[1] if scales is not None else out,
         out.shape[0],
         n,
         k,
         a.stride(0),
         w.stride(0),
         w.stride(1),
+        scales[1].stride(0) if scales is not None else 0,
         out.stride(0),
         A_ROW_DIVISOR=a_row_divisor,
         MUL_WEIGHT=pair_weights is not None,
+        SCALED=scales is not None,
+        ACC_DTYPE=tl.int32 if scales is not None else tl.float32,
         # fp32 weights: fp32 products (tf32 would round them); else Triton's default
         INPUT_PRECISION="ieee" if a.dtype == torch.float32 else None,
         BLOCK_M=block_m,
@@ -178,12 +208,52 @@ def fused_moe(
 ) -> torch.Tensor:
     """The MoE block's output for ``x`` (see the module docstring)."""
     check_launch_device(_grouped_gemm_kernel, "fused_moe", x, w13, w2)
-    for name, w in (("w13", w13), ("w2", w2)):
-        if w.stride(-1) != 1 or w.dtype != x.dtype:
+    _check_experts("fused_moe", x.dtype, w13, w2)
+    return _experts(x, router_logits, w13, w2, top_k, renormalize, None)
+
+
+def fused_moe_w8a8_int8(
+    x: torch.Tensor,
+    router_logits: torch.Tensor,
+    w13: torch.Tensor,
+    w13_scale: torch.Tensor,
+    w2: torch.Tensor,
+    w2_scale: torch.Tensor,
+    top_k: int,
+    renormalize: bool,
+) -> torch.Tensor:
+    """:func:`fused_moe` with W8A8 INT8 experts (see the module docstring); the
+    reference's semantics (``reference_kernels/fused_moe.py``)."""
+    check_launch_device(_grouped_gemm_kernel, "fused_moe_w8a8_int8", x, w13, w2)
+    _check_experts("fused_moe_w8a8_int8", torch.int8, w13, w2)
+    for name, scale, w in (("w13_scale", w13_scale, w13), ("w2_scale", w2_scale, w2)):
+        if scale.dtype != torch.float32 or scale.shape != w.shape[:2] or scale.stride(-1) != 1:
             raise ValueError(
-                f"fused_moe: {name} must be {x.dtype} with contiguous rows, got {w.dtype} "
-                f"strides {w.stride()}"
+                f"fused_moe_w8a8_int8: {name} must be {list(w.shape[:2])} float32 with "
+                f"contiguous rows, got {list(scale.shape)} {scale.dtype}"
             )
+    return _experts(x, router_logits, w13, w2, top_k, renormalize, (w13_scale, w2_scale))
+
+
+def _check_experts(op: str, dtype: torch.dtype, w13: torch.Tensor, w2: torch.Tensor) -> None:
+    for name, w in (("w13", w13), ("w2", w2)):
+        if w.stride(-1) != 1 or w.dtype != dtype:
+            raise ValueError(
+                f"{op}: {name} must be {dtype} with contiguous rows, got {w.dtype} strides "
+                f"{w.stride()}"
+            )
+
+
+def _experts(
+    x: torch.Tensor,
+    router_logits: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    top_k: int,
+    renormalize: bool,
+    weight_scales: tuple[torch.Tensor, torch.Tensor] | None,
+) -> torch.Tensor:
+    """Steps 1-6 of the module docstring; ``weight_scales``: int8 experts' scales."""
     if x.stride(-1) != 1:
         x = x.contiguous()
     num_tokens, hidden = x.shape
@@ -195,9 +265,15 @@ def fused_moe(
     tiles = gemm_tiles(num_pairs, num_experts)
     grouping = group_by_expert(ids, num_experts, tiles[0])
     gate_up = torch.empty((num_pairs, 2 * intermediate), dtype=x.dtype, device=x.device)
-    _grouped_gemm(x, w13, gate_up, grouping, top_k, None, tiles)
-    activated = silu_and_mul(gate_up)
     down = torch.empty((num_pairs, hidden), dtype=x.dtype, device=x.device)
     pair_weights = weights.reshape(-1).contiguous()
-    _grouped_gemm(activated, w2, down, grouping, 1, pair_weights, tiles)
+    if weight_scales is None:
+        _grouped_gemm(x, w13, gate_up, grouping, top_k, None, tiles)
+        _grouped_gemm(silu_and_mul(gate_up), w2, down, grouping, 1, pair_weights, tiles)
+    else:
+        q, x_scale = per_token_quant_int8(x)
+        _grouped_gemm(q, w13, gate_up, grouping, top_k, None, tiles, (x_scale, weight_scales[0]))
+        q, pair_scale = per_token_quant_int8(silu_and_mul(gate_up))
+        scales = (pair_scale, weight_scales[1])
+        _grouped_gemm(q, w2, down, grouping, 1, pair_weights, tiles, scales)
     return down.view(num_tokens, top_k, hidden).sum(dim=1)
