@@ -66,21 +66,73 @@ def hf_greedy_logprobs_on(model_dir: Path, device: str = "cpu"):
     return greedy_logprobs_of(model.to(device).eval(), device)
 
 
-def hf_dequantized_greedy_logprobs_on(model_dir: Path, device: str = "cpu"):
+def hf_dequantized_greedy_logprobs_on(
+    model_dir: Path, device: str = "cpu", int8_activations: bool = False
+):
     """:func:`greedy_logprobs_of` transformers fp32 with the weights a W8A8 checkpoint of the
-    embedded writer stands for (``q * scale``): the same model, unquantized activations."""
+    embedded writer stands for (``q * scale``): the same model, unquantized activations.
+    The dequantized checkpoint is loaded by ``from_pretrained`` (a Mixtral's per-expert
+    names become transformers' stacked expert tensors there, as for any checkpoint).
+
+    ``int8_activations``: every quantized layer's input also rounded per token to int8
+    and back (:func:`quantize_activations`): the W8A8 engines' arithmetic, up to float
+    rounding (transformers sums fp32 products where they sum integers)."""
+    import json
+    import tempfile
+
     import torch
-    from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
 
     from vllm_platform_template_tools.embedded_model.compressed_tensors import dequantized
 
-    config = AutoConfig.from_pretrained(model_dir)
-    del config.quantization_config
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    config = json.loads((model_dir / "config.json").read_text())
+    del config["quantization_config"]
     state = load_file(str(model_dir / "model.safetensors"))
-    model.load_state_dict(dequantized(state, torch.float32))
+    with tempfile.TemporaryDirectory(prefix="dequantized-") as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps(config))
+        save_file(dequantized(state, torch.float32), str(Path(tmp) / "model.safetensors"))
+        model = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+    if int8_activations:
+        quantize_activations(model)
     return greedy_logprobs_of(model.to(device).eval(), device)
+
+
+def quantize_activations(model) -> None:
+    """Round the input of every linear layer the W8A8 writer quantized (and of each
+    Mixtral expert's two projections) per token to int8 and back, as W8A8 kernels do."""
+    import types
+
+    import torch
+    import torch.nn.functional as F
+
+    from vllm_platform_template.reference_kernels.int8_linear import per_token_quant_int8
+    from vllm_platform_template_tools.embedded_model.compressed_tensors import is_quantized
+
+    def rounded(x: torch.Tensor) -> torch.Tensor:
+        q, scale = per_token_quant_int8(x.reshape(-1, x.shape[-1]))
+        return (q.float() * scale).to(x.dtype).reshape(x.shape)
+
+    def experts_forward(self, hidden_states, top_k_index, top_k_weights):
+        # every expert on every token, weighted by 0 where not chosen (the reference's way)
+        dense = torch.zeros(
+            hidden_states.shape[0], self.num_experts, dtype=torch.float32,
+            device=hidden_states.device,
+        )  # fmt: skip
+        dense.scatter_(1, top_k_index, top_k_weights.float())
+        x = rounded(hidden_states)
+        out = torch.zeros_like(hidden_states)
+        for e in range(self.num_experts):
+            gate, up = F.linear(x, self.gate_up_proj[e]).chunk(2, dim=-1)
+            y = F.linear(rounded(self.act_fn(gate) * up), self.down_proj[e])
+            out = out + y * dense[:, e : e + 1].to(y.dtype)
+        return out
+
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and is_quantized(f"{name}.weight"):
+            module.register_forward_pre_hook(lambda m, args: (rounded(args[0]), *args[1:]))
+        elif hasattr(module, "gate_up_proj") and hasattr(module, "down_proj"):
+            module.forward = types.MethodType(experts_forward, module)
 
 
 def greedy_logprobs_of(model, device: str = "cpu"):

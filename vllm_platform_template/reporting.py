@@ -115,6 +115,7 @@ def _quantized_and_moe(model: Any) -> dict[str, Any]:
     """The model's quantized linear layers and MoE layers, by the kernel or method that
     serves them, and the template ops' calls in this process (eager and captured)."""
     from vllm_platform_template.moe.fused_moe_method import CALLS as MOE_CALLS
+    from vllm_platform_template.moe.int8_fused_moe_method import CALLS as INT8_MOE_CALLS
     from vllm_platform_template.quantization.int8_linear import CALLS as INT8_CALLS
 
     linear: dict[str, int] = {}
@@ -135,6 +136,7 @@ def _quantized_and_moe(model: Any) -> dict[str, Any]:
         "template_op_calls": {
             "w8a8_int8_linear": dict(INT8_CALLS),
             "fused_moe": dict(MOE_CALLS),
+            "fused_moe_w8a8_int8": dict(INT8_MOE_CALLS),
         },
     }
 

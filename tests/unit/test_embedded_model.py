@@ -150,10 +150,30 @@ def test_quantized_tiny_is_tiny_in_int8_per_channel(tmp_path) -> None:
     assert back.keys() == dense.keys()
 
 
-def test_quantized_refuses_the_moe_and_bf16_presets(tmp_path) -> None:
-    for size in ("tiny-moe", "small"):
-        with pytest.raises(ValueError, match="use --size tiny"):
-            write_model(size, tmp_path / size, quantized=True)
+def test_quantized_tiny_moe_has_int8_experts_and_an_fp32_router(tmp_path) -> None:
+    """The W8A8 tiny-moe: every expert projection and attention projection int8 per
+    channel; the router (llm-compressor ignores it) and everything else as trained."""
+    from vllm_platform_template_tools.embedded_model import compressed_tensors
+
+    dense = load_file(str(write_model("tiny-moe", tmp_path / "dense") / "model.safetensors"))
+    quant_dir = write_model("tiny-moe", tmp_path / "w8a8", quantized=True)
+    quant = load_file(str(quant_dir / "model.safetensors"))
+    config = json.loads((quant_dir / "config.json").read_text())
+    assert config["quantization_config"] == compressed_tensors.quantization_config(is_moe=True)
+    assert compressed_tensors.ROUTER_IGNORE in config["quantization_config"]["ignore"]
+    quantized = sorted(n for n in dense if compressed_tensors.is_quantized(n))
+    # per layer: q, k, v, o and 3 projections of each of the 4 experts
+    assert len(quantized) == 2 * (4 + 3 * 4)
+    assert "model.layers.1.block_sparse_moe.experts.3.w3.weight" in quantized
+    for name in ("model.layers.0.block_sparse_moe.gate.weight", "lm_head.weight"):
+        assert torch.equal(quant[name], dense[name])
+    for name in quantized:
+        assert quant[name].dtype == torch.int8, name
+
+
+def test_quantized_refuses_the_bf16_preset(tmp_path) -> None:
+    with pytest.raises(ValueError, match="use --size tiny or --size tiny-moe"):
+        write_model("small", tmp_path / "small", quantized=True)
 
 
 def test_tiny_moe_is_the_trained_mixtral(tmp_path) -> None:

@@ -3,8 +3,9 @@
 vLLM loads general plugins in every process (front end, engine core, each
 worker) before it builds models; registrations that live in process-global
 registries therefore belong here: the registry's process patches, the
-attention backend, the eager CustomOps (the MoE method among them) and the W8A8
-INT8 linear kernel. (The IR providers are registered
+attention backend, the eager CustomOps (the MoE method among them), the W8A8
+INT8 linear kernel and the compressed-tensors config whose INT8 experts run on the
+plugin's MoE method. (The IR providers are registered
 by the platform's ``import_ir_kernels`` hook, which imports ``ir_impls``.)
 """
 
@@ -25,10 +26,14 @@ def register_all(device: str) -> None:
     from vllm_platform_template.attention.registration import register_attention_backend
     from vllm_platform_template.custom_ops import register_custom_ops
     from vllm_platform_template.patches import apply_patches
+    from vllm_platform_template.quantization.compressed_tensors_config import (
+        register_compressed_tensors_config,
+    )
     from vllm_platform_template.quantization.int8_linear import register_int8_linear_kernel
 
     applied = apply_patches(device)
     register_custom_ops()
     register_attention_backend()
     register_int8_linear_kernel()
+    register_compressed_tensors_config()
     logger.debug("template plugin registered for %s; patches: %s", device, applied)

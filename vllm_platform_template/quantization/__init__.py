@@ -1,15 +1,18 @@
 """Quantized models on the template platforms: which methods run, on which kernels.
 
 vLLM hooks: ``Platform.supported_quantization`` / ``verify_quantization`` (what a
-checkpoint may ask for) and ``register_linear_kernel`` (``int8_linear.py``: the kernel
-vLLM's W8A8 INT8 layers run on an out-of-tree platform).
+checkpoint may ask for), ``register_linear_kernel`` (``int8_linear.py``: the kernel
+vLLM's W8A8 INT8 layers run on an out-of-tree platform) and
+``register_quantization_config`` (``compressed_tensors_config.py``: W8A8 INT8 experts on
+the plugin's MoE method).
 """
 
 from __future__ import annotations
 
 # The quantization methods whose layers run on the template's kernels: the
 # compressed-tensors checkpoints of the W8A8 INT8 scheme (per-channel or per-tensor
-# int8 weights, dynamic per-token symmetric activations; int8_linear.py).
+# int8 weights, dynamic per-token symmetric activations; int8_linear.py), their
+# experts included (per-channel weights; moe/int8_fused_moe_method.py).
 SUPPORTED_QUANTIZATION = ["compressed-tensors"]
 
 

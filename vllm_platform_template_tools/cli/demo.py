@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantized",
         action="store_true",
-        help="the embedded model's W8A8 INT8 checkpoint (compressed-tensors; tiny only)",
+        help="the embedded model's W8A8 INT8 checkpoint (compressed-tensors; tiny, tiny-moe)",
     )
     parser.add_argument(
         "--model-dir", type=Path, help="a model directory instead of the embedded one"

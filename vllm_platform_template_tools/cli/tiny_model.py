@@ -13,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantized",
         action="store_true",
-        help="write the linear weights as W8A8 INT8 (compressed-tensors; tiny only)",
+        help="write the linear weights as W8A8 INT8 (compressed-tensors; tiny, tiny-moe)",
     )
 
 

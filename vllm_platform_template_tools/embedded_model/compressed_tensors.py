@@ -1,10 +1,12 @@
-"""W8A8 INT8 in the compressed-tensors layout: the quantized ``tiny`` the project writes.
+"""W8A8 INT8 in the compressed-tensors layout: the quantized models the project writes.
 
 The layout llm-compressor writes for its ``W8A8`` scheme and vLLM's
 ``compressed-tensors`` method reads (``int-quantized`` format): every linear layer of
-the decoder (not the embedding, not ``lm_head``) stores ``weight`` as int8 with one
-fp32 ``weight_scale`` per output channel (``[out, 1]``, symmetric: ``w ~= q * scale``,
-``q`` in [-127, 127]); activations are quantized at run time, per token, symmetric.
+the decoder (not the embedding, not ``lm_head``, not a mixture of experts' router, as
+llm-compressor's Mixtral recipes ignore it) stores ``weight`` as int8 with one fp32
+``weight_scale`` per output channel (``[out, 1]``, symmetric: ``w ~= q * scale``, ``q``
+in [-127, 127]); activations are quantized at run time, per token, symmetric. A
+Mixtral's experts (``block_sparse_moe.experts.N.w1/w2/w3``) are linear layers too.
 
 :func:`dequantized` gives the fp weights the int8 ones stand for: the reference a
 quantized engine is judged against (transformers with the same weights).
@@ -22,13 +24,20 @@ QUANTIZED_SUFFIXES = (
     "mlp.gate_proj.weight",
     "mlp.up_proj.weight",
     "mlp.down_proj.weight",
+    # a Mixtral's experts: gate, down and up projections
+    ".w1.weight",
+    ".w2.weight",
+    ".w3.weight",
 )
+# llm-compressor's Mixtral recipes keep the router (its logits pick the experts)
+ROUTER_IGNORE = "re:.*block_sparse_moe.gate$"
 INT8_MAX = 127
 
 
-def quantization_config() -> dict:
+def quantization_config(is_moe: bool = False) -> dict:
     """``config.json``'s ``quantization_config``: W8A8 INT8, per-channel weights, dynamic
-    per-token activations (llm-compressor's ``W8A8`` preset scheme)."""
+    per-token activations (llm-compressor's ``W8A8`` preset scheme); ``is_moe``: the
+    router is not quantized."""
     return {
         "quant_method": "compressed-tensors",
         "format": "int-quantized",
@@ -53,7 +62,7 @@ def quantization_config() -> dict:
                 "output_activations": None,
             }
         },
-        "ignore": ["lm_head"],
+        "ignore": ["lm_head", ROUTER_IGNORE] if is_moe else ["lm_head"],
         "kv_cache_scheme": None,
     }
 

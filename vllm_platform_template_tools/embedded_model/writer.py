@@ -125,10 +125,10 @@ def _check_size(size: str, quantized: bool) -> ModelPreset:
     if size not in PRESETS:
         raise ValueError(f"unknown model size {size!r}; choose one of {sorted(PRESETS)}")
     preset = PRESETS[size]
-    if quantized and (preset.is_moe or preset.dtype != "float32"):
+    if quantized and preset.dtype != "float32":
         raise ValueError(
-            f"the quantized embedded model is written from an fp32 dense preset; {size!r} is "
-            f"{'a mixture of experts' if preset.is_moe else preset.dtype}: use --size tiny"
+            f"a quantized embedded model is written from an fp32 preset; {size!r} is "
+            f"{preset.dtype}: use --size tiny or --size tiny-moe"
         )
     return preset
 
@@ -159,7 +159,7 @@ def write_model(size: str, out_dir: Path, quantized: bool = False) -> Path:
             eos_token_id=special_token_id(tokenizer, EOS_TOKEN),
         )
         if quantized:
-            config["quantization_config"] = compressed_tensors.quantization_config()
+            config["quantization_config"] = compressed_tensors.quantization_config(preset.is_moe)
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         generation_config = {
             "bos_token_id": config["bos_token_id"],
