@@ -294,9 +294,35 @@ def shutdown_engine(llm: Any, timeout_s: float = ENGINE_STOP_TIMEOUT_S) -> None:
     on a quiet host (``patches.py``, ``end_spawned_processes_like_forked_ones``);
     ``timeout_s`` (vLLM's ``shutdown(timeout=...)``) is how long a loaded host
     gets before vLLM force-kills the engine, whose queues' shared memory would
-    then be reclaimed by the resource tracker with a warning on stderr.
+    then be reclaimed by the resource tracker with a warning on stderr. An engine
+    process that was killed all the same is reported as an error (shown with
+    ``--quiet`` too), so that those warnings come with their cause.
     """
-    llm.llm_engine.engine_core.shutdown(timeout=timeout_s)
+    client = llm.llm_engine.engine_core
+    client.shutdown(timeout=timeout_s)
+    killed = [
+        f"{proc.name} (pid {proc.pid})"
+        for proc in engine_processes(client)
+        if proc.exitcode == -signal.SIGKILL
+    ]
+    if killed:
+        from vllm_platform_template.log import get_logger
+
+        get_logger(__name__).error(
+            "the engine did not stop within %.0f s of SIGTERM and was killed: %s; the "
+            "resource tracker reclaims its shared memory (its 'leaked' warnings below). "
+            "Nothing was lost (the run had finished); if this repeats, run with "
+            "VLLM_LOGGING_LEVEL=DEBUG to see which shutdown step it was in",
+            timeout_s,
+            ", ".join(killed),
+        )
+
+
+def engine_processes(client: Any) -> list[Any]:
+    """The engine-core processes of vLLM's multiprocess client (none in-process)."""
+    resources = getattr(client, "resources", None)
+    manager = getattr(resources, "engine_manager", None)
+    return list(getattr(manager, "processes", None) or [])
 
 
 def init_split(init_s: float, startup: dict[str, float]) -> dict[str, float]:
