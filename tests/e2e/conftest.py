@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 from vllm_platform_template_tools.embedded_model import ensure_model
 
 RUN_TIMEOUT_S = 900
+FUSION_ONLY = ("--compile-stage", "fusion_only")
 
 
 class EngineRunError(AssertionError):
@@ -93,6 +95,34 @@ class EngineRuns:
 @pytest.fixture(scope="session")
 def engine_runs(tmp_path_factory: pytest.TempPathFactory) -> EngineRuns:
     return EngineRuns(tmp_path_factory.mktemp("vllm-cache"))
+
+
+@pytest.fixture(scope="session")
+def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A compile cache the compiler and fault tests share, filled by the fusion-only
+    stage's cold run (``fusion_only_run``); a test that damages a cache damages a copy
+    (``filled_cache_copy``)."""
+    return tmp_path_factory.mktemp("compile-cache")
+
+
+@pytest.fixture(scope="session")
+def fusion_only(engine_runs: EngineRuns):
+    """``fusion_only(*args, cache_root=..., env=..., label=...)``: a run of the
+    fusion-only compile stage (``EngineRuns.run``)."""
+    return lambda *args, **options: engine_runs.run(*FUSION_ONLY, *args, **options)
+
+
+@pytest.fixture(scope="session")
+def fusion_only_run(fusion_only, compile_cache: Path) -> dict[str, Any]:
+    """The fusion-only stage's cold run into ``compile_cache`` (once per session)."""
+    return fusion_only(cache_root=compile_cache)
+
+
+@pytest.fixture
+def filled_cache_copy(compile_cache: Path, fusion_only_run: dict, tmp_path: Path) -> Path:
+    """A copy of ``compile_cache`` after the cold run: a warm start wherever it lies
+    (``test_compiler.py::test_warm_start_loads_instead_of_compiling`` runs on one)."""
+    return Path(shutil.copytree(compile_cache, tmp_path / "cache", symlinks=True))
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 
 pytestmark = pytest.mark.e2e
 
-FUSION_ONLY = ("--compile-stage", "fusion_only")
 PIECEWISE = ("--engine-args", json.dumps({"compilation_config": {"cudagraph_mode": "PIECEWISE"}}))
 
 
@@ -23,37 +22,39 @@ def aot_artifacts(cache_root: Path) -> list[Path]:
     return list((cache_root / "torch_compile_cache" / "torch_aot_compile").glob("*/rank_*/model"))
 
 
-def test_corrupted_cache_entry_is_recompiled(engine_runs, tmp_path) -> None:
+def test_corrupted_cache_entry_is_recompiled(
+    engine_runs, fusion_only, fusion_only_run, filled_cache_copy
+) -> None:
     stock = engine_runs.run("--stock")
-    cold = engine_runs.run(*FUSION_ONLY, cache_root=tmp_path)
-    artifacts = aot_artifacts(tmp_path)
+    artifacts = aot_artifacts(filled_cache_copy)
     assert artifacts, "the cold run saved no AOT artifact"
     for path in artifacts:
         data = path.read_bytes()
         path.write_bytes(data[: len(data) // 3])  # truncated
-    warm = engine_runs.run(*FUSION_ONLY, cache_root=tmp_path, label="corrupted")
+    warm = fusion_only(cache_root=filled_cache_copy, label="corrupted")
+    # vLLM found the artifact and could not load it (not a cold start)
+    assert "again due to a load failure" in warm["_stderr"]
     assert warm["compile"]["pieces"] == 3, "the corrupted artifact must be recompiled"
-    assert warm["tokens"] == cold["tokens"] == stock["tokens"]
+    assert warm["tokens"] == fusion_only_run["tokens"] == stock["tokens"]
 
 
-def test_unwritable_cache_dir_runs_without_cache(engine_runs, tmp_path) -> None:
+def test_unwritable_cache_dir_runs_without_cache(engine_runs, fusion_only, tmp_path) -> None:
     stock = engine_runs.run("--stock")
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    ours = engine_runs.run(
-        *FUSION_ONLY, env={"TEMPLATE_TEST": "unwritable"}, cache_root=blocker / "cache"
-    )
+    ours = fusion_only(env={"TEMPLATE_TEST": "unwritable"}, cache_root=blocker / "cache")
     assert "not using the compile cache" in ours["_stderr"]
     assert ours["compile"]["pieces"] == 3
     assert ours["tokens"] == stock["tokens"]
 
 
-def test_untrusted_cache_dir_is_not_loaded(engine_runs, tmp_path) -> None:
-    engine_runs.run(*FUSION_ONLY, cache_root=tmp_path)
-    assert aot_artifacts(tmp_path)
-    compile_cache = tmp_path / "torch_compile_cache"
-    compile_cache.chmod(0o777)  # anyone could have replaced the pickled artifacts
-    refused = engine_runs.run(*FUSION_ONLY, cache_root=tmp_path, label="untrusted")
+def test_untrusted_cache_dir_is_not_loaded(fusion_only, filled_cache_copy) -> None:
+    """A copy of the filled cache (a warm start as it is: test_compiler.py) opened to
+    everyone is not loaded."""
+    assert aot_artifacts(filled_cache_copy)
+    # anyone could have replaced the pickled artifacts
+    (filled_cache_copy / "torch_compile_cache").chmod(0o777)
+    refused = fusion_only(cache_root=filled_cache_copy, label="untrusted")
     assert "writable by group or others" in refused["_stderr"]
     assert refused["compile"]["cache"]["aot_artifacts_loaded"] == 0
     assert refused["compile"]["pieces"] == 3
