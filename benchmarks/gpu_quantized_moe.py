@@ -2,7 +2,7 @@
 
 Shapes of the models the GPU benchmark serves: Llama-3-8B's four linear layers in W8A8
 (per-channel int8 weights, dynamic per-token activations) and one Mixtral-8x7B MoE block
-(8 experts, top-2, 4096 -> 14336, bf16), at 1 and 32 tokens (decode). Each op is
+(8 experts, top-2, 4096 -> 14336), bf16 and W8A8 INT8, at 1 and 32 tokens (decode). Each op is
 captured in a CUDA graph of 20 calls and the graph replayed (median of 7 rounds, with
 the range), so launch overhead counts as it does in vLLM's FULL graphs. Beside each:
 stock vLLM's kernel where its compiled file is staged (Cutlass ``cutlass_scaled_mm`` with
@@ -70,18 +70,26 @@ def stock_int8() -> Callable[..., torch.Tensor] | None:
     return run
 
 
-def stock_moe() -> Callable[..., torch.Tensor] | None:
-    """Stock vLLM's Triton fused MoE, or None where its ``_moe_C`` is not staged."""
+def stock_moe(int8: bool = False) -> Callable[..., torch.Tensor] | None:
+    """Stock vLLM's Triton fused MoE (``int8``: its W8A8 INT8 experts, per-channel weight
+    scales and per-token activations, as vLLM's compressed-tensors INT8 method configures
+    it), or None where its ``_moe_C`` is not staged."""
     try:
         torch.ops._moe_C.moe_align_block_size  # noqa: B018
+        from vllm.model_executor.layers.fused_moe.config import int8_w8a8_moe_quant_config
         from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts
         from vllm.model_executor.layers.fused_moe.router.fused_topk_router import fused_topk
     except Exception:
         return None
 
-    def run(x, logits, w13, w2, top_k):
+    def run(x, logits, w13, w2, top_k, w13_scale=None, w2_scale=None):
         weights, ids, _ = fused_topk(x, logits, top_k, renormalize=True)
-        return fused_experts(x, w13, w2, weights, ids)
+        config = None
+        if int8:  # vLLM loads the scales as [E, N, 1]
+            config = int8_w8a8_moe_quant_config(
+                w13_scale[..., None], w2_scale[..., None], None, None, per_act_token_quant=True
+            )
+        return fused_experts(x, w13, w2, weights, ids, quant_config=config)
 
     return run
 
@@ -157,6 +165,28 @@ def bench_moe(report: dict) -> None:
         print_row(row)
 
 
+def bench_int8_moe(report: dict) -> None:
+    from vllm_platform_template.devices.gpu.kernels.fused_moe import fused_moe_w8a8_int8
+
+    stock = stock_moe(int8=True)
+    e, k, h, i = (MOE_SHAPE[key] for key in ("experts", "top_k", "hidden", "intermediate"))
+    w13 = torch.randint(-127, 128, (e, 2 * i, h), dtype=torch.int8, device="cuda")
+    w2 = torch.randint(-127, 128, (e, h, i), dtype=torch.int8, device="cuda")
+    w13_scale = torch.rand(e, 2 * i, device="cuda") / 5000
+    w2_scale = torch.rand(e, h, device="cuda") / 5000
+    for m in TOKENS:
+        x = torch.randn(m, h, device="cuda", dtype=torch.bfloat16)
+        logits = torch.randn(m, e, device="cuda")
+        touched = min(e, m * k)
+        row: dict = {"op": "moe w8a8 mixtral-8x7b", "tokens": m, "bytes": touched * 3 * h * i}
+        args = (x, logits, w13, w13_scale, w2, w2_scale, k, True)
+        row["template_us"] = time_graph(partial(fused_moe_w8a8_int8, *args))
+        if stock is not None:
+            row["stock_us"] = time_graph(partial(stock, x, logits, w13, w2, k, w13_scale, w2_scale))
+        report["rows"].append(row)
+        print_row(row)
+
+
 def print_row(row: dict) -> None:
     ours = row["template_us"][0]
     text = f"{row['op']:<22} M={row['tokens']:<3} template {ours:8.1f} us"
@@ -186,6 +216,7 @@ def main() -> int:
     }
     bench_linear(report)
     bench_moe(report)
+    bench_int8_moe(report)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
