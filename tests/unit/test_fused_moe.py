@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from vllm_platform_template.moe.fused_moe_method import unsupported_features
+from vllm_platform_template.moe.fused_moe_method import refuse_unsupported, unsupported_features
 from vllm_platform_template.reference_kernels.fused_moe import (
     fused_moe,
     fused_moe_w8a8_int8,
@@ -138,3 +138,11 @@ def test_mixtral_style_layers_are_taken() -> None:
 def test_other_layers_are_refused_naming_what_they_need(override, named) -> None:
     problems = unsupported_features(_layer(**override))
     assert any(named in p for p in problems), problems
+
+
+def test_a_layer_is_refused_with_everything_it_lacks() -> None:
+    """Its features and the kernel its method needs on its device, in one message."""
+    refuse_unsupported(_layer(w13_weight=torch.empty(1)), "fused_moe_w8a8_int8")  # cpu: taken
+    layer = _layer(scoring_func="sigmoid", w13_weight=torch.empty(1, device="meta"))
+    with pytest.raises(ValueError, match="sigmoid scoring, a fused_moe_w8a8_int8 kernel for meta"):
+        refuse_unsupported(layer, "fused_moe_w8a8_int8")

@@ -77,6 +77,24 @@ def unsupported_features(layer: Any) -> list[str]:
     return problems
 
 
+def refuse_unsupported(layer: Any, op: str) -> None:
+    """Raise ValueError naming everything ``layer`` needs that the template's MoE methods
+    lack: :func:`unsupported_features`, and the kernel table's ``op`` on the device its
+    weights are on (the methods call it when the weights are loaded)."""
+    problems = unsupported_features(layer)
+    device_type = layer.w13_weight.device.type
+    table = kernel_table(device_type)
+    if table is None or getattr(table, op) is None:
+        problems.append(f"a {op} kernel for {device_type}")
+    if problems:
+        raise ValueError(
+            "the template platform's MoE layers run Mixtral-style blocks (softmax top-k "
+            "routing, SiLU experts, no bias, every expert on this rank); this model's "
+            f"{type(layer).__name__} needs {', '.join(problems)}: use stock vLLM (unset "
+            "VLLM_TEMPLATE_DEVICE) for it"
+        )
+
+
 @UnquantizedFusedMoEMethod.register_oot
 class TemplateFusedMoEMethod(UnquantizedFusedMoEMethod):
     """Unquantized experts through ``template::fused_moe`` (see the module docstring)."""
@@ -87,17 +105,7 @@ class TemplateFusedMoEMethod(UnquantizedFusedMoEMethod):
 
     def process_weights_after_loading(self, layer: Any) -> None:
         super().process_weights_after_loading(layer)
-        problems = unsupported_features(layer)
-        table = kernel_table(layer.w13_weight.device.type)
-        if table is None or table.fused_moe is None:
-            problems.append(f"a fused-MoE kernel for {layer.w13_weight.device.type}")
-        if problems:
-            raise ValueError(
-                "the template platform's MoE layers run Mixtral-style blocks (softmax "
-                "top-k routing, SiLU experts, no bias, every expert on this rank); this "
-                f"model's {type(layer).__name__} needs {', '.join(problems)}: use stock "
-                "vLLM (unset VLLM_TEMPLATE_DEVICE) for it"
-            )
+        refuse_unsupported(layer, "fused_moe")
 
     def apply_monolithic(
         self,

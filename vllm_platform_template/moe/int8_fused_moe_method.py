@@ -14,7 +14,7 @@ counted per process (:data:`CALLS`, in the worker's report).
 
 What it runs: the checkpoints vLLM's INT8 MoE method takes (per-channel symmetric
 weights, dynamic per-token activations) on Mixtral-style blocks; what the block asks
-beyond that is refused when the weights are loaded (``unsupported_features``).
+beyond that is refused when the weights are loaded (``refuse_unsupported``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tenso
 from vllm.model_executor.layers.quantization.utils import replace_parameter
 
 from vllm_platform_template.device import kernel_table
-from vllm_platform_template.moe.fused_moe_method import unsupported_features
+from vllm_platform_template.moe.fused_moe_method import refuse_unsupported
 
 # {device type: calls of template::fused_moe_w8a8_int8} in this process (eager calls and
 # graph captures; a replayed graph does not run Python).
@@ -101,17 +101,7 @@ class TemplateInt8FusedMoEMethod(CompressedTensorsW8A8Int8MoEMethod):
         return True
 
     def process_weights_after_loading(self, layer: Any) -> None:
-        problems = unsupported_features(layer)
-        table = kernel_table(layer.w13_weight.device.type)
-        if table is None or table.fused_moe_w8a8_int8 is None:
-            problems.append(f"an INT8 fused-MoE kernel for {layer.w13_weight.device.type}")
-        if problems:
-            raise ValueError(
-                "the template platform's INT8 MoE layers run Mixtral-style blocks (softmax "
-                "top-k routing, SiLU experts, no bias, every expert on this rank); this "
-                f"model's {type(layer).__name__} needs {', '.join(problems)}: use stock "
-                "vLLM (unset VLLM_TEMPLATE_DEVICE) for it"
-            )
+        refuse_unsupported(layer, "fused_moe_w8a8_int8")
         # The kernel table's layout: the loaded int8 weights as they are, [E, N] fp32
         # scales (vLLM loads them as [E, N, 1]); plain tensors (.data), not vLLM's
         # parameter subclasses.
