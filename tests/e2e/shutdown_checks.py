@@ -69,11 +69,44 @@ class Descendants:
                 continue
         return left
 
+    def engine_pids(self) -> list[int]:
+        """The seen processes running now under a vLLM process title (``VLLM::...``): read
+        now, since a spawned process renames itself after it was first seen."""
+        pids = []
+        for pid, (created, _) in self.seen.items():
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                if proc.create_time() == created and proc.name().startswith("VLLM::"):
+                    pids.append(pid)
+        return pids
+
     def wait_gone(self, timeout: float) -> list[str]:
         deadline = time.monotonic() + timeout
         while (left := self.alive()) and time.monotonic() < deadline:
             time.sleep(0.2)
         return left
+
+
+def thread_states(pid: int) -> str:
+    """Each thread of ``pid`` as the kernel sees it: its state, its blocked and pending
+    signals and the kernel function it sleeps in - what a process that takes no signal
+    (so prints no stack) is doing."""
+    lines = [f"process {pid}:"]
+    with contextlib.suppress(OSError):
+        for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda t: int(t.name)):
+            with contextlib.suppress(OSError):
+                status = dict(
+                    line.split(":", 1) for line in (task / "status").read_text().splitlines()
+                )
+                fields = {k: status.get(k, "?").strip() for k in ("Name", "State", "SigBlk")}
+                pending = {k: status.get(k, "?").strip() for k in ("SigPnd", "ShdPnd")}
+                wchan = (task / "wchan").read_text().strip() or "-"
+                lines.append(
+                    f"  tid {task.name} {fields['Name']}: {fields['State']}, blocked "
+                    f"{fields['SigBlk']}, pending {pending['SigPnd']}/{pending['ShdPnd']}, "
+                    f"in {wchan}"
+                )
+    return "\n".join(lines)
 
 
 def shm_entries() -> set[str]:

@@ -42,6 +42,7 @@ from shutdown_checks import (
     leak_lines,
     leaked_shm,
     shm_entries,
+    thread_states,
 )
 
 from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
@@ -72,6 +73,7 @@ class Run:
     leak_warnings: list[str] = field(default_factory=list)
     leaked_shm: list[str] = field(default_factory=list)
     left_alive: list[str] = field(default_factory=list)
+    engine_threads: str = ""
     stderr: str = ""
     stdout: str = ""
 
@@ -89,7 +91,10 @@ class Run:
     def after_sigterm(self) -> str:
         """The stderr from vLLM's SIGTERM to the EngineCore on: its reaction, the stacks."""
         start = self.stderr.find(SIGTERM_SENT)
-        return self.stderr[start:][-12000:] if start >= 0 else self.stderr[-4000:]
+        log = self.stderr[start:][-12000:] if start >= 0 else self.stderr[-4000:]
+        return log + (
+            f"--- engine threads then ---\n{self.engine_threads}\n" * bool(self.engine_threads)
+        )
 
     def summary(self) -> str:
         who = "stock" if self.stock else "template"
@@ -138,7 +143,7 @@ def run_once(cache_root: Path, stock: bool) -> Run:
             sent = marks.get(SIGTERM_SENT)
             if not dumped and sent is not None and time.monotonic() - sent > DUMP_AFTER_S:
                 dumped = True  # an engine process outlives SIGTERM: print its threads
-                dump_stacks(descendants)
+                run.engine_threads = dump_stacks(descendants)
             time.sleep(0.1)
         exited = time.monotonic()
         if proc.poll() is None:
@@ -158,12 +163,16 @@ def run_once(cache_root: Path, stock: bool) -> Run:
     return run
 
 
-def dump_stacks(descendants: Descendants) -> None:
-    """SIGUSR1 (faulthandler, stack_dump_site) to every vLLM engine process still running."""
-    for pid, (_, name) in descendants.seen.items():
-        if name.startswith("VLLM::"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGUSR1)
+def dump_stacks(descendants: Descendants) -> str:
+    """SIGUSR1 (faulthandler, stack_dump_site: the stacks land in the run's stderr) to
+    every vLLM engine process still running; returns their threads' kernel states
+    (``thread_states``), which need no signal taken."""
+    states = []
+    for pid in descendants.engine_pids():
+        states.append(thread_states(pid))
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGUSR1)
+    return "\n".join(states)
 
 
 def _completed(run: Run) -> subprocess.CompletedProcess:
