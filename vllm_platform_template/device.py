@@ -15,12 +15,17 @@ below the platforms never import a device folder, and a device folder's
 platform), so the import
 graph stays one-way (``tests/unit/test_import_graph.py``). Adding a device is
 adding a folder and a line in ``settings.DEVICE_PACKAGES``.
+
+The plugin's own torch operators (``template::*``, which vLLM's quantized and MoE
+layers call) reach the table through :func:`counted_kernel`, which counts their
+calls for the worker's report.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -304,3 +309,21 @@ def kernel_table(torch_device_type: str) -> KernelTable | None:
     if device is None:
         return None
     return device.kernels() if device.kernels_status()[0] else None
+
+
+# {kernel-table entry: {device type: calls}} of the plugin's own torch operators
+# (``template::*``: the quantized linear layers' and the MoE layers') in this process:
+# eager calls and graph captures (a replayed graph does not run Python). The worker's
+# report shows them (``reporting.py``).
+OP_CALLS: defaultdict[str, Counter[str]] = defaultdict(Counter)
+
+
+def counted_kernel(entry: str, torch_device_type: str) -> Callable[..., Any]:
+    """The kernel table's ``entry`` for ``torch_device_type`` tensors, its call counted in
+    :data:`OP_CALLS`; RuntimeError where the device has none."""
+    table = kernel_table(torch_device_type)
+    kernel = getattr(table, entry) if table is not None else None
+    if kernel is None:
+        raise RuntimeError(f"no template {entry} kernel for {torch_device_type} tensors")
+    OP_CALLS[entry][torch_device_type] += 1
+    return kernel

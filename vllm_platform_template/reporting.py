@@ -114,9 +114,7 @@ def _ir_providers(worker: Any) -> dict[str, dict[str, Any]]:
 def _quantized_and_moe(model: Any) -> dict[str, Any]:
     """The model's quantized linear layers and MoE layers, by the kernel or method that
     serves them, and the template ops' calls in this process (eager and captured)."""
-    from vllm_platform_template.moe.fused_moe_method import CALLS as MOE_CALLS
-    from vllm_platform_template.moe.int8_fused_moe_method import CALLS as INT8_MOE_CALLS
-    from vllm_platform_template.quantization.int8_linear import CALLS as INT8_CALLS
+    from vllm_platform_template.device import OP_CALLS
 
     linear: dict[str, int] = {}
     experts: dict[str, int] = {}
@@ -134,9 +132,8 @@ def _quantized_and_moe(model: Any) -> dict[str, Any]:
         "quantized_linear_kernels": linear,
         "moe_methods": experts,
         "template_op_calls": {
-            "w8a8_int8_linear": dict(INT8_CALLS),
-            "fused_moe": dict(MOE_CALLS),
-            "fused_moe_w8a8_int8": dict(INT8_MOE_CALLS),
+            entry: dict(OP_CALLS[entry])
+            for entry in ("w8a8_int8_linear", "fused_moe", "fused_moe_w8a8_int8")
         },
     }
 

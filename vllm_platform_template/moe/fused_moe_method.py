@@ -8,7 +8,8 @@ routing and the experts in one op, ``template::fused_moe``, the device kernel ta
 ``fused_moe`` (a device's grouped GEMM; the reference at first light). Routing inside
 the op matters: vLLM's modular path routes with ``_moe_C.topk_softmax``, a compiled
 extension of vLLM's that an out-of-tree device does not have. The op is opaque to
-``torch.compile`` and counted per process (:data:`CALLS`, in the worker's report).
+``torch.compile`` and counted per process (``device.counted_kernel``, in the worker's
+report).
 
 What it runs: Mixtral-style blocks (softmax routing, top-k, renormalised or not, SiLU
 gated experts, no bias, all experts on this rank). Anything else is refused when the
@@ -17,7 +18,6 @@ weights are loaded, with what is missing.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import torch
@@ -25,11 +25,7 @@ from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
     UnquantizedFusedMoEMethod,
 )
 
-from vllm_platform_template.device import kernel_table
-
-# {device type: calls of template::fused_moe} in this process (eager calls and graph
-# captures; a replayed graph does not run Python).
-CALLS: Counter[str] = Counter()
+from vllm_platform_template.device import counted_kernel, kernel_table
 
 
 @torch.library.custom_op("template::fused_moe", mutates_args=())
@@ -42,11 +38,8 @@ def fused_moe(
     renormalize: bool,
 ) -> torch.Tensor:
     """The device kernel table's ``fused_moe`` (``KernelTable``'s contract)."""
-    table = kernel_table(x.device.type)
-    if table is None or table.fused_moe is None:
-        raise RuntimeError(f"no template fused-MoE kernel for {x.device.type} tensors")
-    CALLS[x.device.type] += 1
-    return table.fused_moe(x, router_logits, w13, w2, top_k, renormalize)
+    kernel = counted_kernel("fused_moe", x.device.type)
+    return kernel(x, router_logits, w13, w2, top_k, renormalize)
 
 
 @fused_moe.register_fake

@@ -10,7 +10,7 @@ the checkpoint stores them) and, like the unquantized method (``fused_moe_method
 is monolithic: ``template::fused_moe_w8a8_int8``, the device kernel table's
 ``fused_moe_w8a8_int8``, routes and runs the experts from the router logits, the
 activations quantized per token inside the op. Opaque to ``torch.compile`` and
-counted per process (:data:`CALLS`, in the worker's report).
+counted per process (``device.counted_kernel``, in the worker's report).
 
 What it runs: the checkpoints vLLM's INT8 MoE method takes (per-channel symmetric
 weights, dynamic per-token activations) on Mixtral-style blocks; what the block asks
@@ -19,7 +19,6 @@ beyond that is refused when the weights are loaded (``refuse_unsupported``).
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import torch
@@ -36,12 +35,8 @@ from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tenso
 )
 from vllm.model_executor.layers.quantization.utils import replace_parameter
 
-from vllm_platform_template.device import kernel_table
+from vllm_platform_template.device import counted_kernel
 from vllm_platform_template.moe.fused_moe_method import refuse_unsupported
-
-# {device type: calls of template::fused_moe_w8a8_int8} in this process (eager calls and
-# graph captures; a replayed graph does not run Python).
-CALLS: Counter[str] = Counter()
 
 
 @torch.library.custom_op("template::fused_moe_w8a8_int8", mutates_args=())
@@ -56,13 +51,8 @@ def fused_moe_w8a8_int8(
     renormalize: bool,
 ) -> torch.Tensor:
     """The device kernel table's ``fused_moe_w8a8_int8`` (``KernelTable``'s contract)."""
-    table = kernel_table(x.device.type)
-    if table is None or table.fused_moe_w8a8_int8 is None:
-        raise RuntimeError(f"no template INT8 fused-MoE kernel for {x.device.type} tensors")
-    CALLS[x.device.type] += 1
-    return table.fused_moe_w8a8_int8(
-        x, router_logits, w13, w13_scale, w2, w2_scale, top_k, renormalize
-    )
+    kernel = counted_kernel("fused_moe_w8a8_int8", x.device.type)
+    return kernel(x, router_logits, w13, w13_scale, w2, w2_scale, top_k, renormalize)
 
 
 @fused_moe_w8a8_int8.register_fake

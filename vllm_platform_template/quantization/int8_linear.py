@@ -7,12 +7,10 @@ quantized layer fails with "Failed to find a kernel". :class:`TemplateInt8Linear
 takes symmetric, dynamic per-token activations (the common W8A8 checkpoint) and calls
 the device kernel table's ``w8a8_int8_linear`` through the torch operator
 ``template::w8a8_int8_linear``: opaque to ``torch.compile`` (as vLLM's own kernels are),
-and counted per process (:data:`CALLS`, in the worker's report).
+and counted per process (``device.counted_kernel``, in the worker's report).
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 import torch
 from vllm.model_executor.kernels.linear import register_linear_kernel
@@ -24,11 +22,7 @@ from vllm.model_executor.layers.quantization.utils import replace_parameter
 from vllm.model_executor.layers.quantization.utils.w8a8_utils import convert_to_channelwise
 from vllm.platforms import PlatformEnum
 
-from vllm_platform_template.device import kernel_table
-
-# {device type: calls of template::w8a8_int8_linear} in this process (eager calls and
-# graph captures; a replayed graph does not run Python).
-CALLS: Counter[str] = Counter()
+from vllm_platform_template.device import counted_kernel
 
 
 @torch.library.custom_op("template::w8a8_int8_linear", mutates_args=())
@@ -39,11 +33,7 @@ def w8a8_int8_linear(
     bias: torch.Tensor | None,
 ) -> torch.Tensor:
     """The device kernel table's ``w8a8_int8_linear`` (``KernelTable``'s contract)."""
-    table = kernel_table(x.device.type)
-    if table is None or table.w8a8_int8_linear is None:
-        raise RuntimeError(f"no template W8A8 INT8 kernel for {x.device.type} tensors")
-    CALLS[x.device.type] += 1
-    return table.w8a8_int8_linear(x, weight, weight_scale, bias)
+    return counted_kernel("w8a8_int8_linear", x.device.type)(x, weight, weight_scale, bias)
 
 
 @w8a8_int8_linear.register_fake
