@@ -98,6 +98,22 @@ def hf_dequantized_greedy_logprobs_on(
     return greedy_logprobs_of(model.to(device).eval(), device)
 
 
+def w8a8_expected_outputs(report: dict, top_logprobs: int, device: str = "cpu") -> list:
+    """What transformers with the same int8 arithmetic (:func:`hf_dequantized_greedy_logprobs_on`,
+    ``int8_activations``) decodes for a W8A8 demo report's prompts and settings, with the
+    top-``top_logprobs`` logprobs of each step: the reference of the closeness rule."""
+    decoding = decoding_of(report)
+    generate = hf_dequantized_greedy_logprobs_on(
+        Path(report["model"]), device, int8_activations=True
+    )
+    return generate(
+        report["prompt_token_ids"],
+        decoding["max_tokens"],
+        top_logprobs,
+        repetition_penalty=decoding["repetition_penalty"],
+    )
+
+
 def quantize_activations(model) -> None:
     """Round the input of every linear layer the W8A8 writer quantized (and of each
     Mixtral expert's two projections) per token to int8 and back, as W8A8 kernels do."""

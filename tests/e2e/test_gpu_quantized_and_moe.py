@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hf_reference import decoding_of, hf_dequantized_greedy_logprobs_on, hf_greedy_on
+from hf_reference import decoding_of, hf_greedy_on, w8a8_expected_outputs
 from logprob_closeness import check_logprobs_close, report_outputs
 from test_gpu_engine import DEVICE, ENGINE, PLATFORM, assert_decode_replayed_full_graphs
 
@@ -50,12 +50,7 @@ def test_moe_replays_full_graphs_and_matches_transformers(engine_runs, hf_greedy
 
 
 def _close_to_transformers_with_int8_activations(ours: dict, name: str) -> None:
-    decoding = decoding_of(ours)
-    generate = hf_dequantized_greedy_logprobs_on(Path(ours["model"]), DEVICE, int8_activations=True)
-    expected = generate(
-        ours["prompt_token_ids"], decoding["max_tokens"], TOP_LOGPROBS,
-        repetition_penalty=decoding["repetition_penalty"],
-    )  # fmt: skip
+    expected = w8a8_expected_outputs(ours, TOP_LOGPROBS, DEVICE)
     divergences = check_logprobs_close(report_outputs(ours), expected, "template", "transformers")
     print(f"{name} on {DEVICE}: {len(divergences)} of 3 prompts diverged (close): {divergences}")
 

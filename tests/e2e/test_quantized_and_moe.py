@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hf_reference import decoding_of, hf_dequantized_greedy_logprobs_on
+from hf_reference import decoding_of, w8a8_expected_outputs
 from logprob_closeness import check_logprobs_close, report_outputs
 
 pytestmark = pytest.mark.e2e
@@ -135,14 +135,7 @@ def test_quantized_close_to_stock(quantized_runs) -> None:
 
 
 def _close_to_transformers_with_int8_activations(ours: dict) -> None:
-    generate = hf_dequantized_greedy_logprobs_on(Path(ours["model"]), int8_activations=True)
-    decoding = decoding_of(ours)
-    expected = generate(
-        ours["prompt_token_ids"],
-        decoding["max_tokens"],
-        TOP_LOGPROBS,
-        repetition_penalty=decoding["repetition_penalty"],
-    )
+    expected = w8a8_expected_outputs(ours, TOP_LOGPROBS)
     check_logprobs_close(report_outputs(ours), expected, "template", "transformers")
 
 
