@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -57,28 +57,27 @@ class Descendants:
                 with contextlib.suppress(psutil.Error):
                     self.seen.setdefault(child.pid, (child.create_time(), child.name()))
 
+    def _running(self, keep: Callable[[psutil.Process], bool]) -> list[tuple[psutil.Process, str]]:
+        """The seen processes still running under their pid (not a reused pid) that
+        ``keep`` takes, with the name each was first seen under."""
+        found = []
+        for pid, (created, name) in self.seen.items():
+            with contextlib.suppress(psutil.Error):  # gone meanwhile
+                proc = psutil.Process(pid)
+                if proc.create_time() == created and keep(proc):
+                    found.append((proc, name))
+        return found
+
     def alive(self) -> list[str]:
         """The seen processes still running (a zombie has ended)."""
-        left = []
-        for pid, (created, name) in self.seen.items():
-            try:
-                proc = psutil.Process(pid)
-                if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
-                    left.append(f"{name} (pid {pid})")
-            except psutil.NoSuchProcess:
-                continue
-        return left
+        running = self._running(lambda proc: proc.status() != psutil.STATUS_ZOMBIE)
+        return [f"{name} (pid {proc.pid})" for proc, name in running]
 
     def engine_pids(self) -> list[int]:
         """The seen processes running now under a vLLM process title (``VLLM::...``): read
         now, since a spawned process renames itself after it was first seen."""
-        pids = []
-        for pid, (created, _) in self.seen.items():
-            with contextlib.suppress(psutil.Error):
-                proc = psutil.Process(pid)
-                if proc.create_time() == created and proc.name().startswith("VLLM::"):
-                    pids.append(pid)
-        return pids
+        running = self._running(lambda proc: proc.name().startswith("VLLM::"))
+        return [proc.pid for proc, _ in running]
 
     def wait_gone(self, timeout: float) -> list[str]:
         deadline = time.monotonic() + timeout
