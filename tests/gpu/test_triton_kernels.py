@@ -22,6 +22,22 @@ import os
 
 import pytest
 import torch
+from kernel_cases import (
+    ATTENTION_BATCHES,
+    ATTENTION_HEADS,
+    BLOCK_SIZES,
+    DTYPES,
+    FORCED_DECODE_SPLITS,
+    GELU_APPROXIMATIONS,
+    GELU_SHAPES,
+    INT8_DTYPES,
+    INT8_LINEAR_TOKENS,
+    MOE_DTYPES,
+    MOE_TOKENS,
+    ROTARY_HEADS,
+    ROW_SHAPES,
+    SILU_SHAPES,
+)
 from paged_attention_reference import ref_paged_attention, ref_reshape_and_cache, split_kv_cache
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY, torch_module
@@ -48,7 +64,6 @@ from vllm_platform_template.reference_kernels.reference import (  # noqa: E402
     native_rms_norm,
 )
 
-DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 ROW_TOL = {
     torch.float32: {},
     torch.bfloat16: {"atol": 1e-2, "rtol": 1.6e-2},
@@ -90,8 +105,6 @@ def _no_tf32():
 # ---------------------------------------------------------------------------
 # Row ops
 # ---------------------------------------------------------------------------
-
-ROW_SHAPES = ((1, 128), (7, 1000), (128, 4096), (33, 5120), (4096, 4096), (8192, 8192), (3, 70000))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
@@ -141,9 +154,7 @@ def test_row_ops_variants():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
-@pytest.mark.parametrize(
-    "shape", ((1, 2 * 64), (37, 2 * 1000), (4096, 2 * 14336), (3, 5, 2 * 4096)), ids=str
-)
+@pytest.mark.parametrize("shape", SILU_SHAPES, ids=str)
 def test_silu_and_mul(shape, dtype):
     x = _randn(*shape, dtype=dtype)
     expected = reference.silu_and_mul(x.float()).to(dtype)  # kernel computes in fp32
@@ -153,9 +164,9 @@ def test_silu_and_mul(shape, dtype):
     )
 
 
-@pytest.mark.parametrize("approximate", ("none", "tanh"))
+@pytest.mark.parametrize("approximate", GELU_APPROXIMATIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
-@pytest.mark.parametrize("shape", ((4, 2 * 96), (512, 2 * 8192), (3, 2 * 40000)), ids=str)
+@pytest.mark.parametrize("shape", GELU_SHAPES, ids=str)
 def test_gelu_and_mul_sparse(shape, dtype, approximate):
     x = _randn(*shape, dtype=dtype)
     got = activation.gelu_and_mul_sparse(x, 1.6448536, approximate)
@@ -173,7 +184,7 @@ def test_gelu_and_mul_sparse(shape, dtype, approximate):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
 @pytest.mark.parametrize("neox", (True, False), ids=("neox", "gptj"))
-@pytest.mark.parametrize("heads", ((32, 8, 128, 128), (16, 16, 64, 32), (40, 8, 80, 80)), ids=str)
+@pytest.mark.parametrize("heads", ROTARY_HEADS, ids=str)
 def test_rotary_embedding(heads, neox, dtype):
     hq, hkv, head_size, rot = heads
     num_tokens = 4096
@@ -232,7 +243,7 @@ def test_one_launch_serves_each_dtype_with_its_own_kernel():
         torch.testing.assert_close(kv_cache, expected, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("block_size", (16, 32))
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
 def test_reshape_and_cache(dtype, block_size):
     num_tokens, hkv, head_size, num_blocks = 3000, 8, 128, 256
@@ -297,18 +308,10 @@ ATTN_TOL = {
     torch.float16: {"atol": 3e-3, "rtol": 3e-3},
 }
 
-ATTENTION_BATCHES = {
-    "prefill": ((1000, 512, 37), (1000, 1536, 37)),
-    "mixed": ((1, 300, 1, 1, 17, 1), (4096, 700, 1, 2049, 17, 33)),
-    "decode": ((1,) * 32, tuple(64 + 127 * i for i in range(32))),
-    "decode_long": ((1, 1), (4096, 3001)),
-    "single_request": ((77,), (200,)),
-}
-
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
-@pytest.mark.parametrize("block_size", (16, 32))
-@pytest.mark.parametrize("heads", ((32, 8, 128), (8, 8, 64), (12, 2, 96)), ids=str)
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+@pytest.mark.parametrize("heads", ATTENTION_HEADS, ids=str)
 @pytest.mark.parametrize("kind", sorted(ATTENTION_BATCHES))
 def test_paged_attention(kind, heads, block_size, dtype):
     q_lens, seq_lens = ATTENTION_BATCHES[kind]
@@ -322,7 +325,7 @@ def test_paged_attention(kind, heads, block_size, dtype):
     expected = ref_paged_attention(query, *args, *meta, head_size**-0.5)
     torch.testing.assert_close(output, expected, **ATTN_TOL[dtype])
     if max(q_lens) == 1:
-        for splits in (1, 7):
+        for splits in FORCED_DECODE_SPLITS:
             output.fill_(float("nan"))
             pa.paged_attention(
                 query, *args, output, *meta, head_size**-0.5, 1, decode_splits=splits
@@ -492,8 +495,8 @@ def test_planned_launches_go_through_the_compiled_launcher():
     torch.testing.assert_close(third, expected, **ATTN_TOL[torch.bfloat16])
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=_dtype_id)
-@pytest.mark.parametrize("m", [1, 32, 300])
+@pytest.mark.parametrize("dtype", INT8_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("m", INT8_LINEAR_TOKENS)
 def test_int8_linear_matches_the_reference(m: int, dtype: torch.dtype) -> None:
     """The int8 tensor-core GEMM against the reference (exact int32 sums, one rounding);
     the per-token quantization bit for bit (libdevice's round-half-even)."""
@@ -518,8 +521,8 @@ def test_int8_linear_matches_the_reference(m: int, dtype: torch.dtype) -> None:
     )
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=_dtype_id)
-@pytest.mark.parametrize("tokens", [1, 32, 512])
+@pytest.mark.parametrize("dtype", MOE_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("tokens", MOE_TOKENS)
 def test_fused_moe_matches_the_reference(tokens: int, dtype: torch.dtype) -> None:
     """Mixtral's expert shape (8 experts, top-2) cut to 1024 x 512 per expert."""
     from vllm_platform_template.devices.gpu.kernels import fused_moe
@@ -540,8 +543,8 @@ def test_fused_moe_matches_the_reference(tokens: int, dtype: torch.dtype) -> Non
     torch.testing.assert_close(got, want, **tolerance)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=_dtype_id)
-@pytest.mark.parametrize("tokens", [1, 32, 512])
+@pytest.mark.parametrize("dtype", MOE_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("tokens", MOE_TOKENS)
 def test_fused_moe_w8a8_int8_matches_the_reference(tokens: int, dtype: torch.dtype) -> None:
     """INT8 experts at the same shape: the products are exact int32 sums on both sides;
     what differs is the rounding of the SiLU-gated rows before their quantization and of

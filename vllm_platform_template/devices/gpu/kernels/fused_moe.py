@@ -97,7 +97,7 @@ def _grouped_gemm_kernel(
         k_ok = start + ks < K
         a = tl.load(a_tile, mask=valid[:, None] & k_ok[None, :], other=0)
         w = tl.load(w_tile, mask=k_ok[:, None] & (cols[None, :] < N), other=0)
-        acc = tl.dot(a, w, acc, input_precision=INPUT_PRECISION)
+        acc = tl.dot(a, w, acc, input_precision=INPUT_PRECISION, out_dtype=ACC_DTYPE)
         a_tile += BLOCK_K
         w_tile += BLOCK_K
     if SCALED:
