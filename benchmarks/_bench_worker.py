@@ -8,10 +8,14 @@ through ``LLM.collective_rpc``, after the measured rounds:
   platform and engine-core update (dtype, scheduler limits, chunked prefill,
   compilation and graph modes, compile ranges, the attention backend of each
   layer and the FlashAttention version vLLM picks, the model runner);
-- ``bench_record_start`` / ``bench_record_stop``: every ``execute_model`` call
-  in between (tokens and requests scheduled, host seconds), and optionally a
-  torch-profiler trace of the same span (GPU kernel time, launches, top
-  kernels): how many engine steps a prefill took and where its time went.
+- ``bench_record_start`` / ``bench_record_stop``: every engine step in between
+  (tokens and requests scheduled, host seconds), optionally its span on the
+  device (``events``: a CUDA event recorded when the runner's step starts,
+  ``execute_model``, and one when it ends, the end of ``sample_tokens`` where the
+  worker splits sampling off; their elapsed time is the step's span on the GPU's
+  clock, kernels and the gaps between them), and optionally a torch-profiler
+  trace of the same span (``profile``: GPU kernel time, launches, top kernels).
+  The two are separate passes: the profiler's own host work would widen the spans.
 """
 
 from __future__ import annotations
@@ -106,14 +110,23 @@ class BenchWorkerExtension:
     def bench_describe(self) -> dict[str, Any]:
         return describe(self.vllm_config, self.model_runner)
 
-    def bench_record_start(self, profile: bool = False) -> None:
+    def bench_record_start(self, profile: bool = False, events: bool = False) -> None:
+        import torch
+
         steps: list[dict[str, Any]] = []
-        original = self.execute_model
+        spans: list[tuple[Any, Any]] = []
+        execute, sample = self.execute_model, getattr(self, "sample_tokens", None)
+
+        def end_event() -> Any:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
 
         def execute_model(scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
-            begin = time.perf_counter()
-            out = original(scheduler_output, *args, **kwargs)
             tokens = getattr(scheduler_output, "total_num_scheduled_tokens", 0)
+            begin = time.perf_counter()
+            start = end_event() if events and tokens else None
+            out = execute(scheduler_output, *args, **kwargs)
             if tokens:
                 steps.append(
                     {
@@ -122,10 +135,20 @@ class BenchWorkerExtension:
                         "host_s": time.perf_counter() - begin,
                     }
                 )
+                if start is not None:
+                    spans.append((start, end_event()))
+            return out
+
+        def sample_tokens(*args: Any, **kwargs: Any) -> Any:
+            out = sample(*args, **kwargs)
+            if events and spans:  # the step ends once its tokens are sampled
+                spans[-1] = (spans[-1][0], end_event())
             return out
 
         self.execute_model = execute_model
-        self._bench_steps = steps
+        if sample is not None:
+            self.sample_tokens = sample_tokens
+        self._bench_steps, self._bench_spans = steps, spans
         self._bench_profile = None
         if profile:
             from torch.profiler import ProfilerActivity
@@ -139,11 +162,17 @@ class BenchWorkerExtension:
     def bench_record_stop(self) -> dict[str, Any]:
         import torch
 
-        del self.execute_model  # the class's own method again
-        out: dict[str, Any] = {"steps": self._bench_steps}
+        # the class's own methods again
+        del self.execute_model
+        if "sample_tokens" in vars(self):
+            del self.sample_tokens
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        steps = self._bench_steps
+        for step, (start, end) in zip(steps, self._bench_spans, strict=False):
+            step["device_span_ms"] = start.elapsed_time(end)
+        out: dict[str, Any] = {"steps": steps}
         if self._bench_profile is not None:
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
             self._bench_profile.__exit__(None, None, None)
             out |= top_kernels(self._bench_profile)
         return out

@@ -16,16 +16,19 @@ answers each with one JSON line:
 - ``{"op": "decode", "batch": B, "tokens": N, "seed": S}``: one request batch;
   time to first token and decode tokens/s (the first call per batch shape
   warms that shape and is not reported);
-- ``{"op": "step", "batch": B, "prompt": P, "short": S, "long": L, "seed": S}``:
-  decode step time in ms, ``(t(L tokens) - t(S tokens)) / (L - S)`` after a
-  P-token prompt, and the time to first token;
 - ``{"op": "prefill", "length": L, "seed": S}``: prefill tokens/s of one prompt;
-- ``{"op": "prefill_diag", "length": L, "profile": true}``: one prefill with the
-  worker recording each engine step (tokens, requests, host seconds) and, with
-  ``profile``, torch-profiler kernel times (needs the worker extension);
-- ``{"op": "profile", "batch": B, "prompt": P, "steps": N}``: torch profiler over N
-  decode steps (the engine must run in this process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``);
-  per-step wall time, GPU kernel time and launches, the top kernels;
+- ``{"op": "warm", "batches": [B...], "prompt": P, "short": S, "long": L, "prefill": N}``:
+  every shape a unit runs, once, unmeasured (first calls compile, capture, allocate);
+- ``{"op": "unit", "batches": [B...], "prompt": P, "short": S, "long": L, "prefill": N,
+  "long_first": bool, "seed": S}``: one unit of ``gpu_e2e.py``'s quads: per batch a
+  short and a long generation after a P-token prompt (long first when asked, so the
+  order alternates), then one N-token prefill; the host seconds of each and the unit's
+  wall-clock start and end;
+- ``{"op": "gpu_step", "batch": B, "prompt": P, "short": S, "long": L}``: what the
+  device does per decode step, from the worker (``_bench_worker.py``): the median span
+  of the long generation's decode steps on the GPU's clock (events, no profiler), then,
+  in a second pass under the torch profiler, the kernel time of a long and a short
+  generation, whose difference over ``L - S`` is the kernel time per step;
 - ``{"op": "quit"}``.
 
 Keeping engines alive lets the benchmark interleave variants request by
@@ -179,50 +182,26 @@ def main() -> None:
             ttft = timed(prompts, 1)
             total = timed(prompts, tokens + 1)
             answer({"ttft_ms": 1000 * ttft, "decode_tok_s": batch * tokens / (total - ttft)})
-        elif op == "step":
-            batch, prompt = command["batch"], command.get("prompt", 128)
-            short, long = command.get("short", 16), command.get("long", 208)
-            prompts = _prompt_ids(batch, prompt, vocab, seed)
-            if ("step", batch) not in warmed:
-                timed(_prompt_ids(batch, prompt, vocab, 99), short)
-                warmed.add(("step", batch))
-            ttft = timed(prompts, 1)
-            # The host's jitter only ever adds time (batch 1 is host-bound): the fastest
-            # of several long runs minus the fastest of as many short ones. (The best
-            # difference of pairs, as before, also rewarded a short run that jitter slowed.)
-            longs, shorts = [], []
-            for _ in range(STEP_REPEATS):
-                longs.append(timed(prompts, long))
-                shorts.append(timed(prompts, short))
-            step_s = (min(longs) - min(shorts)) / (long - short)
-            answer({"ttft_ms": 1000 * ttft, "step_ms": 1000 * step_s})
-        elif op == "profile":
-            answer(_profile(llm, command, vocab, timed))
-        elif op == "prefill_diag":
-            # after the measured rounds: the engine steps and kernels of one prefill
-            length = command["length"]
-            try:
-                llm.collective_rpc("bench_record_start", args=(command.get("profile", True),))
-                seconds = timed(_prompt_ids(1, length, vocab, seed), 1)
-                record = llm.collective_rpc("bench_record_stop")[0]
-                answer({"prefill_tok_s": length / seconds, **record})
-            except Exception as exc:
-                answer({"error": f"{type(exc).__name__}: {exc}"})
         elif op == "prefill":
             length = command["length"]
             if ("prefill", length) not in warmed:
                 timed(_prompt_ids(1, length, vocab, 3), 1)
                 warmed.add(("prefill", length))
-            # one 2048-token prefill takes ~15 ms: the fastest of a few, as for steps
+            # one 2048-token prefill takes ~15 ms: the fastest of a few
             prompts = _prompt_ids(1, length, vocab, seed)
-            best = min(timed(prompts, 1) for _ in range(PREFILL_REPEATS))
+            best = min(timed(prompts, 1) for _ in range(3))
             answer({"prefill_tok_s": length / best})
+        elif op == "warm":
+            for batch in command["batches"]:
+                timed(_prompt_ids(batch, command["prompt"], vocab, 99), command["long"])
+            timed(_prompt_ids(1, command["prefill"], vocab, 99), 1)
+            answer({"warmed": command["batches"]})
+        elif op == "unit":
+            answer(_unit(command, vocab, timed))
+        elif op == "gpu_step":
+            answer(_gpu_step(llm, command, vocab, timed))
         else:
             answer({"error": f"unknown op {op!r}"})
-
-
-STEP_REPEATS = 5  # long and short generations per step figure; the fastest of each counts
-PREFILL_REPEATS = 3  # prefills per prefill figure; the fastest counts
 
 
 def _recorded_env(name: str) -> bool:
@@ -234,33 +213,48 @@ def _recorded_env(name: str) -> bool:
     )
 
 
-def _profile(llm: Any, command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
-    """torch profiler over ``steps`` decode steps of a batch (the engine in this process)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+def _unit(command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
+    """One unit of a quad (see the module docstring): host seconds of each generation."""
+    prompt, short, long = command["prompt"], command["short"], command["long"]
+    begin = time.time()
+    out: dict[str, Any] = {}
+    for batch in command["batches"]:
+        prompts = _prompt_ids(batch, prompt, vocab, command["seed"])
+        if command["long_first"]:
+            t_long, t_short = timed(prompts, long), timed(prompts, short)
+        else:
+            t_short, t_long = timed(prompts, short), timed(prompts, long)
+        out[f"b{batch}"] = {"short_s": t_short, "long_s": t_long}
+    length = command["prefill"]
+    out["prefill_s"] = timed(_prompt_ids(1, length, vocab, command["seed"]), 1)
+    return {"begin": begin, "end": time.time(), **out}
 
-    batch, steps = command["batch"], command.get("steps", 16)
-    prompts = _prompt_ids(batch, command.get("prompt", 128), vocab, 7)
-    timed(prompts, steps + 1)  # warm this shape
-    prefill_s = timed(prompts, 1)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        total_s = timed(prompts, steps + 1)
-    torch.cuda.synchronize()
-    kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
-    gpu_us = sum(e.self_device_time_total for e in kernels)
-    launches = sum(e.count for e in kernels)
-    top = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:10]
+
+def _gpu_step(llm: Any, command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
+    """Device-side figures of one batch's decode step (see the module docstring)."""
+    import statistics
+
+    batch, short, long = command["batch"], command["short"], command["long"]
+    prompts = _prompt_ids(batch, command["prompt"], vocab, 5)
+    timed(prompts, long)  # warm this shape
+    llm.collective_rpc("bench_record_start", kwargs={"events": True})
+    timed(prompts, long)
+    steps = llm.collective_rpc("bench_record_stop")[0]["steps"]
+    spans = [s["device_span_ms"] for s in steps if s["tokens"] == batch and "device_span_ms" in s]
+    kernels = {}
+    for name, tokens in (("long", long), ("short", short)):
+        llm.collective_rpc("bench_record_start", kwargs={"profile": True})
+        timed(prompts, tokens)
+        kernels[name] = llm.collective_rpc("bench_record_stop")[0]
     return {
         "batch": batch,
-        "steps": steps,
-        "step_ms": 1000 * (total_s - prefill_s) / steps,
-        # kernel time of the whole run (prefill + steps), per decode step
-        "gpu_ms_per_step": gpu_us / 1000 / (steps + 1),
-        "launches_per_step": launches / (steps + 1),
-        "top_kernels": [
-            {"name": e.key[:80], "ms_per_step": e.self_device_time_total / 1000 / (steps + 1)}
-            for e in top
-        ],
+        "decode_steps": len(spans),
+        "span_ms_per_step": statistics.median(spans) if spans else None,
+        "kernel_ms_per_step": (kernels["long"]["gpu_ms"] - kernels["short"]["gpu_ms"])
+        / (long - short),
+        "launches_per_step": (kernels["long"]["launches"] - kernels["short"]["launches"])
+        / (long - short),
+        "top_kernels_long": kernels["long"]["top_kernels"],
     }
 
 

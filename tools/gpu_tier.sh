@@ -9,9 +9,9 @@
 #   serve     vllm-template serve under 64 concurrent requests, clean shutdown; the
 #             plugin `vllm-template new` generates, its parity run on this device
 #   bench     the GPU benchmarks (kernels, graphs)
-#   bench-e2e vLLM end to end, the template beside stock vLLM CUDA, each engine measured
-#             alone, stock alone as a self-check (benchmarks/gpu_e2e.py; stock runs when its
-#             compiled files are staged, below; about 5-7 min on an H100 for the 1.1B shape)
+#   bench-e2e vLLM end to end, the template beside stock vLLM CUDA and a second stock (the
+#             null test) in ABBA/BAAB quads, a verdict per metric (benchmarks/gpu_e2e.py; needs
+#             stock's compiled files, staged as below; about 6 min on an H100 for the 1.1B shape)
 #   multi     tensor and pipeline parallel on two GPUs (skips with fewer); then faults
 #             there: a TP=2 worker killed mid-request, client disconnects (TP=2, PP=2)
 #   upstream  vLLM's own tests/kernels/ir and compile tests on the GPU platform
@@ -148,21 +148,19 @@ run_stage() {
         python benchmarks/gpu_graphs.py --json "$results/gpu_graphs.json" 2>&1 | tee -a "$out" || rc=1
         ;;
     bench-e2e)
-        # Each engine measured alone (the others proven idle), stock alone as the self-check;
-        # exit 1 when the self-check fails. Needs stock's compiled files for its two engines:
-        # without them the template engines run and the self-check fails (no baseline).
-        variants=gpu-template,gpu-template-fused
+        # Stock, a second stock (the null test) and the template in ABBA/BAAB quads; exit 1
+        # when the null test fails (benchmarks/gpu_e2e.py). Needs stock's compiled files.
         vllm_dir=$(python -c "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])")
-        if [ -f "$vllm_dir/_C_stable_libtorch.abi3.so" ] &&
-            [ -f "$vllm_dir/vllm_flash_attn/_vllm_fa3_C.abi3.so" ]; then
-            variants="gpu-stock,gpu-stock-triton,$variants"
+        if [ ! -f "$vllm_dir/_C_stable_libtorch.abi3.so" ] ||
+            [ ! -f "$vllm_dir/vllm_flash_attn/_vllm_fa3_C.abi3.so" ]; then
+            echo "stock vLLM CUDA not installed (no compiled files): no baseline, nothing to decide" | tee -a "$out"
+            rc=1
         else
-            echo "stock vLLM CUDA not installed (no compiled files): template engines only" | tee -a "$out"
+            python benchmarks/gpu_e2e.py --shape "${GPU_E2E_SHAPE:-1.1b}" \
+                --candidates "${GPU_E2E_CANDIDATES:-gpu-template}" --quads "${GPU_E2E_QUADS:-12}" \
+                --budget-s "${GPU_E2E_BUDGET:-480}" \
+                --json "$results/gpu_e2e.json" --chart "$results/gpu_e2e.png" 2>&1 | tee -a "$out" || rc=1
         fi
-        python benchmarks/gpu_e2e.py --shape "${GPU_E2E_SHAPE:-1.1b}" --variants "$variants" \
-            --rounds "${GPU_E2E_ROUNDS:-5}" --budget-s "${GPU_E2E_BUDGET:-520}" \
-            ${GPU_E2E_PROFILE:+--profile} \
-            --json "$results/gpu_e2e.json" --chart "$results/gpu_e2e.png" 2>&1 | tee -a "$out" || rc=1
         ;;
     upstream)
         # vLLM's own tests/kernels/ir and compile tests with the GPU platform active (the
