@@ -186,14 +186,17 @@ def stress_runs(engine_runs) -> dict[str, list[Run]]:
     They share the e2e tier's compile cache: what is measured is the shutdown."""
     cache = engine_runs.cache_root
     runs: dict[str, list[Run]] = {"template": [], "stock": []}
+    wanted = {"template": TEMPLATE_RUNS, "stock": STOCK_RUNS}
     for i in range(max(TEMPLATE_RUNS, STOCK_RUNS)):
-        if i < TEMPLATE_RUNS:
-            runs["template"].append(run_once(cache, stock=False))
-        if i < STOCK_RUNS:
-            runs["stock"].append(run_once(cache, stock=True))
-    for who, done in runs.items():
-        for n, run in enumerate(done):
-            print(f"shutdown stress {who} {n + 1}/{len(done)}: {run.summary()}")
+        for who in ("template", "stock"):
+            if i >= wanted[who]:
+                continue
+            run = run_once(cache, stock=who == "stock")
+            runs[who].append(run)
+            # Each run as it ends: a loop of hundreds shows a hang's dump when it happens.
+            print(f"shutdown stress {who} {i + 1}/{wanted[who]}: {run.summary()}", flush=True)
+            if run.problems():
+                print(f"--- its stderr from SIGTERM on ---\n{run.after_sigterm()}", flush=True)
     return runs
 
 
