@@ -20,10 +20,10 @@ answers each with one JSON line:
 - ``{"op": "warm", "batches": [B...], "prompt": P, "short": S, "long": L, "prefill": N}``:
   every shape a unit runs, once, unmeasured (first calls compile, capture, allocate);
 - ``{"op": "unit", "batches": [B...], "prompt": P, "short": S, "long": L, "prefill": N,
-  "long_first": bool, "seed": S}``: one unit of ``gpu_e2e.py``'s quads: per batch a
-  short and a long generation after a P-token prompt (long first when asked, so the
-  order alternates), then one N-token prefill; the host seconds of each and the unit's
-  wall-clock start and end;
+  "long_first": bool, "repeats": R, "seed": S}``: one unit of ``gpu_e2e.py``'s quads:
+  per batch R short and R long generations after a P-token prompt (alternating, long
+  first when asked), then R N-token prefills; the fastest of each kind (the host's
+  jitter only adds time) and the unit's wall-clock start and end;
 - ``{"op": "gpu_step", "batch": B, "prompt": P, "short": S, "long": L}``: what the
   device does per decode step, from the worker (``_bench_worker.py``): the median span
   of the long generation's decode steps on the GPU's clock (events, no profiler), then,
@@ -83,6 +83,8 @@ def main() -> None:
     sys.stdout = sys.stderr  # anything else printed must not corrupt the answers
     spec = json.loads(sys.argv[1])
     variant = VARIANTS[spec["variant"]]
+    if spec.get("cpus"):  # the engine's processes (children inherit it) on these cores only
+        os.sched_setaffinity(0, spec["cpus"])
     from vllm_platform_template_tools.cli.environment import logs_to_stderr, select_device
     from vllm_platform_template_tools.embedded_model import PRESETS, ensure_model
 
@@ -216,17 +218,24 @@ def _recorded_env(name: str) -> bool:
 def _unit(command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
     """One unit of a quad (see the module docstring): host seconds of each generation."""
     prompt, short, long = command["prompt"], command["short"], command["long"]
+    repeats = command.get("repeats", 1)
     begin = time.time()
     out: dict[str, Any] = {}
     for batch in command["batches"]:
         prompts = _prompt_ids(batch, prompt, vocab, command["seed"])
-        if command["long_first"]:
-            t_long, t_short = timed(prompts, long), timed(prompts, short)
-        else:
-            t_short, t_long = timed(prompts, short), timed(prompts, long)
-        out[f"b{batch}"] = {"short_s": t_short, "long_s": t_long}
+        shorts, longs = [], []
+        for i in range(repeats):
+            if command["long_first"] == (i % 2 == 0):
+                longs.append(timed(prompts, long))
+                shorts.append(timed(prompts, short))
+            else:
+                shorts.append(timed(prompts, short))
+                longs.append(timed(prompts, long))
+        # the host's jitter only adds time: the fastest of each kind
+        out[f"b{batch}"] = {"short_s": min(shorts), "long_s": min(longs)}
     length = command["prefill"]
-    out["prefill_s"] = timed(_prompt_ids(1, length, vocab, command["seed"]), 1)
+    prefill = _prompt_ids(1, length, vocab, command["seed"])
+    out["prefill_s"] = min(timed(prefill, 1) for _ in range(repeats))
     return {"begin": begin, "end": time.time(), **out}
 
 

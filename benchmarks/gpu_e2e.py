@@ -12,19 +12,24 @@ same arguments but for the platform and its backend; the run stops before measur
 if the arguments differ, and fails if the environment they started with does
 (``_e2e_checks.argument_differences``).
 
-**Quads.** All engines start side by side and stay alive. Each comparison with stock
-(the null test and every candidate) is ``--quads`` quads (12; a fixed number, decided
-before any figure is seen: no stopping when it looks good, nothing trimmed or
-replaced), taken in turn, each four units in the order A B B A or B A A B (A: stock,
-B: the other; the two orders alternate). A unit is one short job: per batch a
-``SHORT``- and a ``LONG``-token generation after a ``PROMPT``-token prompt (which goes
-first alternates unit by unit), then one ``PREFILL``-token prefill. Its figures: the
-decode step time per batch, ``(t_long - t_short) / (LONG - SHORT)``, and the prefill
-rate. Before a unit the other engines are waited on until they use no CPU, and their
-CPU time across the unit is recorded (``_gpu_idle.Window``); every unit keeps its
-wall-clock start and end. Per quad and metric the ratio is the geometric mean of B's
-two units over A's; over the quads, its median and a bootstrap 95 % interval, and a
-verdict at ``--margin``: faster / same / slower, or undecided (``_e2e_stats.py``).
+**Quads.** All engines start side by side and stay alive, each on its own equal set of
+cores (``--no-pin``: shared). Each comparison with stock (the null test and every
+candidate) is ``--quads`` quads (12; a fixed number, decided before any figure is seen:
+no stopping when it looks good, nothing trimmed or replaced), each four units in the
+order A B B A or B A A B (A: stock, B: the other). Per comparison an ABBA quad then a
+BAAB one, comparison after comparison: every quad starts right after another engine's
+unit, so in every quad each engine has exactly one unit that follows its own (on the
+H100 such a unit ran about 3 % faster). A unit is one short job: per batch
+``--unit-repeats`` (3) ``SHORT``- and ``LONG``-token generations each after a
+``PROMPT``-token prompt (alternating, which goes first alternates unit by unit), then as
+many ``PREFILL``-token prefills; the fastest of each kind counts (the host's jitter only
+adds time; single generations spread by 17 % on the H100). Its figures: the decode step
+time per batch, ``(t_long - t_short) / (LONG - SHORT)``, and the prefill rate. Before a
+unit the other engines are waited on until they use no CPU, and their CPU time across
+the unit is recorded (``_gpu_idle.Window``); every unit keeps its wall-clock start and
+end. Per quad and metric the ratio is the geometric mean of B's two units over A's;
+over the quads, its median and a bootstrap 95 % interval, and a verdict at
+``--margin``: faster / same / slower, or undecided (``_e2e_stats.py``).
 
 **The self-check is the null test**: stock'/stock's interval must contain 1 for every
 metric, and its width is the harness's resolution on this machine, printed beside
@@ -48,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -136,10 +142,19 @@ def limit_ms(shape: str, batch: int, copy_rate: float) -> float:
     return 1000 * nbytes / copy_rate
 
 
+def core_sets(engines: list[str], cores: list[int]) -> dict[str, list[int]]:
+    """Disjoint, equal sets of cores for the engines; the first core stays the harness's."""
+    share = (len(cores) - 1) // len(engines)
+    if share < 2:
+        return {}
+    return {e: cores[1 + i * share : 1 + (i + 1) * share] for i, e in enumerate(engines)}
+
+
 def spec_for(engine: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One engine's spec: everything but the variant is the same for every engine."""
+    """One engine's spec: everything but the variant (and its cores) is the same for all."""
     return {
         "variant": ENGINE_VARIANTS.get(engine, engine),
+        "cpus": args.cpus.get(engine),
         "shape": args.shape,
         "dtype": "bfloat16",
         "kv_cache_mib": args.kv_cache_mib,
@@ -181,8 +196,10 @@ def unit_figures(answer: dict[str, Any], batches: tuple[int, ...]) -> dict[str, 
 class Quads:
     """The quads of every comparison with stock, and every unit's record."""
 
-    def __init__(self, probes: dict[str, EngineProbe], batches: tuple[int, ...]) -> None:
-        self.probes, self.batches = probes, batches
+    def __init__(
+        self, probes: dict[str, EngineProbe], batches: tuple[int, ...], repeats: int
+    ) -> None:
+        self.probes, self.batches, self.repeats = probes, batches, repeats
         self.pairs = [e for e in probes if e != STOCK]  # each compared with stock
         self.units: list[dict[str, Any]] = []
         self.ratios: dict[str, dict[str, list[float]]] = {p: {} for p in self.pairs}
@@ -192,7 +209,7 @@ class Quads:
         with Window(engine, "unit", quad, others, settle_limit=IDLE_CPU_LIMIT) as window:
             answer = self.probes[engine].ask(
                 op="unit", batches=list(self.batches), prompt=PROMPT, short=SHORT, long=LONG,
-                prefill=PREFILL, long_first=position % 2 == 1, seed=quad,
+                prefill=PREFILL, long_first=position % 2 == 1, repeats=self.repeats, seed=quad,
             )  # fmt: skip
         figures = unit_figures(answer, self.batches)
         record = window.record | {"quad": quad, "pair": pair, "position": position}
@@ -200,7 +217,7 @@ class Quads:
         return figures
 
     def quad(self, q: int, pair: str) -> None:
-        order = ORDERS[q % 2]
+        order = ORDERS[q % 2]  # with schedule(): no quad starts with the engine that just ran
         figures = [
             self.unit(STOCK if who == "A" else pair, q, pair, i) for i, who in enumerate(order)
         ]
@@ -280,7 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", default="1.1b", choices=sorted(SHAPES))
     parser.add_argument("--candidates", default="gpu-template", help="engines compared with stock")
     parser.add_argument("--batches", help="decode batch sizes (default: by shape)")
-    parser.add_argument("--quads", type=int, default=12, help="quads per comparison (8+)")
+    parser.add_argument("--quads", type=int, default=12, help="quads per comparison (even, 8+)")
+    parser.add_argument(
+        "--unit-repeats", type=int, default=3, help="generations of each kind in a unit"
+    )
+    parser.add_argument("--no-pin", action="store_true", help="engines share every core")
     parser.add_argument("--margin", type=float, default=0.05, help="the verdicts' margin")
     parser.add_argument(
         "--stock-backend", default="FLASH_ATTN", help="stock's default backend on this device"
@@ -297,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(candidates) - set(CANDIDATES))
     if unknown:
         parser.error(f"unknown candidates {unknown}; choose from {', '.join(CANDIDATES)}")
-    if args.quads < 8:
-        parser.error("the harness needs --quads 8+ (an interval from fewer says little)")
+    if args.quads < 8 or args.quads % 2:
+        parser.error("the harness needs an even --quads of 8+ (ABBA and BAAB in pairs)")
     args.batches = tuple(
         int(b) for b in (args.batches.split(",") if args.batches else BATCHES[args.shape])
     )
@@ -314,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.cuda.empty_cache()  # the engines check the free memory when they start
     engines = [STOCK, NULL, *candidates]
+    args.cpus = {} if args.no_pin else core_sets(engines, sorted(os.sched_getaffinity(0)))
     result: dict[str, Any] = {
         "shape": args.shape,
         "batches": list(args.batches),
@@ -324,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         "quads": args.quads,
         "quads_run": 0,
         "margin": args.margin,
+        "unit_repeats": args.unit_repeats,
+        "cpus": args.cpus,
         "argv": sys.argv if argv is None else ["gpu_e2e.py", *argv],
         "rates": rates,
         "machine": machine(),
@@ -338,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     if STOCK in probes:
         resolved = probes[STOCK].init.get("resolved")
         result["stock_backend_problem"] = backend_problem(resolved, args.stock_backend)
-    quads = Quads(probes, args.batches)
+    quads = Quads(probes, args.batches, args.unit_repeats)
     if any(p.startswith("kwargs") for p in result["argument_differences"]):
         print("engine arguments differ: nothing measured", file=sys.stderr)
         print("\n".join(result["argument_differences"]), file=sys.stderr)
@@ -348,15 +372,18 @@ def main(argv: list[str] | None = None) -> int:
                     "long": LONG, "prefill": PREFILL}  # fmt: skip
             for probe in probes.values():
                 probe.ask(op="warm", **warm)
-            for q in range(args.quads):
+            for q in range(0, args.quads, 2):
                 if time.perf_counter() - begin > args.budget_s:
                     print(f"time budget spent after {q} quads", file=sys.stderr)
                     break
-                pairs = quads.pairs[q % len(quads.pairs) :] + quads.pairs[: q % len(quads.pairs)]
-                for pair in pairs:
+                # Per comparison an ABBA quad, then a BAAB one: every quad's first unit
+                # follows another engine, so each engine has one unit right after its own
+                # (a few per cent faster: seen on the H100) in every quad, never two.
+                for pair in quads.pairs:
                     quads.quad(q, pair)
-                result["quads_run"] = q + 1
-                print(f"quad {q + 1}/{args.quads} ({time.perf_counter() - begin:.0f} s)")
+                    quads.quad(q + 1, pair)
+                result["quads_run"] = q + 2
+                print(f"quads {q + 2}/{args.quads} ({time.perf_counter() - begin:.0f} s)")
             if not args.no_gpu_pass:
                 result["gpu"] = gpu_figures(probes, args.batches)
         except RuntimeError as exc:  # an engine died: keep what was measured, say so

@@ -243,7 +243,7 @@ class FakeProbe:
         FakeProbe.made.append(variant)
         self.units = 0
         self._sleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        kwargs = {k: v for k, v in spec.items() if k not in ("variant", "env")}
+        kwargs = {k: v for k, v in spec.items() if k not in ("variant", "env", "cpus")}
         kwargs |= FakeProbe.script.get("kwargs", {}).get(variant, {})
         self.init = {
             "init_s": 1.0,
@@ -324,10 +324,19 @@ def test_a_steady_faster_template_is_faster_and_the_null_test_passes(
     assert FakeProbe.made.count("gpu-stock") == 2  # stock and stock'
     # 2 comparisons x 8 quads x 4 units, each unit's order and timestamps kept
     assert len(result["units"]) == 64
-    assert [u["engine"] for u in result["units"][:4]] in (
-        ["stock", "gpu-template", "gpu-template", "stock"],
-        ["stock", "stock'", "stock'", "stock"],
-    )
+    # ABBA then BAAB per comparison: no quad starts with the engine that ran last
+    engines = [u["engine"] for u in result["units"]]
+    assert engines[:8] == [
+        "stock",
+        "stock'",
+        "stock'",
+        "stock",
+        "stock'",
+        "stock",
+        "stock",
+        "stock'",
+    ]
+    assert all(engines[i] != engines[i - 1] for i in range(4, len(engines), 4))
     assert {g["status"] for g in result["goals"]["gpu-template"]} == {"met"}
     assert "gpu" in result and "self-check passed" in capsys.readouterr().out
 
