@@ -31,7 +31,9 @@ import importlib
 import importlib.abc
 import importlib.util
 import os
+import queue
 import sys
+import time
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -232,6 +234,50 @@ def _grace_instead_of_zero(module: types.ModuleType) -> None:
     )
 
 
+# The longest an idle EngineCore's main thread waits for a request without running the
+# signal handlers Python has queued for it: its shutdown latency after a SIGTERM.
+IDLE_WAIT_SLICE_S = 0.2
+
+
+def _idle_engine_core_runs_its_signal_handlers() -> None:
+    """The EngineCore's blocking wait for requests returns every ``IDLE_WAIT_SLICE_S``."""
+    after_import("vllm.v1.engine.core", _sliced_input_queue_waits)
+
+
+def _sliced_input_queue_waits(module: types.ModuleType) -> None:
+    cls = getattr(module, "EngineCoreProc", None)
+    original = getattr(cls, "__init__", None)
+    if cls is None or original is None or getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        requests = getattr(self, "input_queue", None)
+        if isinstance(requests, queue.Queue):
+            # the same queue (vLLM's threads hold it): only this instance's get changes
+            requests.get = functools.partial(sliced_get, requests)  # type: ignore[method-assign]
+
+    __init__.__template_patched__ = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+
+
+def sliced_get(requests: queue.Queue, block: bool = True, timeout: float | None = None) -> Any:
+    """``requests.get(block, timeout)`` whose blocking wait lasts ``IDLE_WAIT_SLICE_S`` at a
+    time: between two slices the thread runs Python again, so the handlers of signals
+    that arrived meanwhile run (in the main thread, where Python runs them)."""
+    if not block:
+        return queue.Queue.get(requests, False)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = IDLE_WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
+        try:
+            return queue.Queue.get(requests, True, max(0.0, min(IDLE_WAIT_SLICE_S, left)))
+        except queue.Empty:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+
+
 def input_fake_mode_for_standalone_compile(
     example_inputs: list[Any],
 ) -> contextlib.AbstractContextManager:
@@ -329,6 +375,40 @@ PATCHES: tuple[Patch, ...] = (
             "reaping), or multiprocessing's poll reports a child another thread reaped as exited"
         ),
         apply=_reaped_process_is_not_force_killed,
+        devices=tuple(DEVICE_PACKAGES),
+    ),
+    Patch(
+        name="idle_engine_core_runs_its_signal_handlers",
+        why=(
+            "about 1 in 60 engine stops on a loaded 2-core host hung for the demo's whole 60 s "
+            "window, then vLLM force-killed the EngineCore and its worker (leaking 2 "
+            "shared-memory rings and a semaphore). Caught by the shutdown stress loop "
+            "(2 of 129 runs, 2026-11-28), stacks and kernel states dumped 3.5 s after "
+            "SIGTERM: the EngineCore's main thread idle in _process_input_queue's "
+            "input_queue.get(block=True) (a lock wait with no timeout, futex_do_wait), no "
+            "signal pending or blocked, and '[shutdown] EngineCore: trigger received signal' "
+            "never logged. The C-level handler had run, but the Python handler only runs in "
+            "the main thread when it next executes bytecode; that wait is interrupted only "
+            "when the main thread itself takes the signal while blocked - not when another "
+            "thread takes it, nor when it lands just before the wait begins - and the wakeup "
+            "vLLM relies on (SignalCallback putting WAKEUP into the queue) is sent by that "
+            "very handler. Patched, each EngineCoreProc's input queue (the same object, "
+            "vLLM's threads keep it) waits in slices of IDLE_WAIT_SLICE_S (0.2 s): the "
+            "pending handler runs within one slice, the busy loop wakes and shuts down"
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/v1/engine/core.py::EngineCoreProc._process_input_queue "
+            "(input_queue.get(block=block) without a timeout; run_engine_core's signal_handler "
+            "and SignalCallback); CPython python/cpython#85300 (a main thread blocked on a lock "
+            "does not run signal handlers when another thread takes the signal). Stock vLLM "
+            "has the same wait"
+        ),
+        remove_when=(
+            "vLLM's EngineCore waits for requests with a timeout, wakes its loop without a "
+            "Python signal handler (signal.set_wakeup_fd, or a signal-handling thread with "
+            "sigwait), or CPython's lock waits run pending handlers"
+        ),
+        apply=_idle_engine_core_runs_its_signal_handlers,
         devices=tuple(DEVICE_PACKAGES),
     ),
     Patch(
