@@ -8,6 +8,11 @@ stock's token for token (completions and chat, streaming and not, ``n=2``,
 ``logprobs``, stop strings, ``max_tokens``), each bad request (negative or huge
 ``max_tokens``, a prompt longer than the context, malformed JSON, an unknown
 model) must get stock's 4xx status, and the server must still serve after them.
+Then ``FUZZ_REQUESTS`` generated bad and odd requests (``request_fuzzer.py``, seeded:
+wrong types, missing and unknown fields, odd numbers, empty and enormous prompts,
+invalid UTF-8, bad token ids, conflicting options, truncated bodies; 300 here,
+``tox -e fuzz``: 1000) must get stock's status and error type each, never a 5xx, and a
+well-formed request after every 50 must still get stock's answer.
 Last, SIGTERM with 16 streams in flight stops the template server within 10 s.
 The two starts overlap (each costs 30-80 s on a 2-core host, mostly one process's
 imports and warm-up); the requests go to one server at a time; loopback only.
@@ -16,6 +21,7 @@ imports and warm-up); the requests go to one server at a time; loopback only.
 from __future__ import annotations
 
 import math
+import os
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +30,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import request_fuzzer
 from test_serving import Server, check_stops_with_streams_in_flight, launch_server, wait_healthy
 
 pytestmark = pytest.mark.e2e
@@ -32,6 +39,8 @@ MODEL = "tiny"
 PROMPT = "It is a truth universally acknowledged,"
 CHAT = [{"role": "user", "content": "Elizabeth walked on"}]
 LOGPROB_REL = 1e-4  # fp32 on both sides
+FUZZ_SEED = int(os.environ.get("FUZZ_SEED", "0"))
+FUZZ_REQUESTS = int(os.environ.get("FUZZ_REQUESTS", "300"))
 
 
 def _text(resp: Any) -> list[Any]:
@@ -180,6 +189,9 @@ def _answers(server: Server) -> dict[str, Any]:
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
     answers = {name: key(call(client)) for name, (call, key) in CASES.items()}
     answers["_bad"] = _bad_requests(server.url)
+    answers["_fuzz"] = request_fuzzer.send(
+        server.url, request_fuzzer.cases(FUZZ_SEED, FUZZ_REQUESTS)
+    )
     answers["_after_bad"] = CASES["completion"][1](CASES["completion"][0](client))
     return answers
 
@@ -274,6 +286,28 @@ def test_bad_requests_get_vllms_4xx_and_the_server_serves_on(
     assert all(400 <= status < 500 for status in ours.values()), ours
     assert template_answers["_after_bad"] == template_answers["completion"]
     assert httpx.get(f"{template_server.url}/health", timeout=10).status_code == 200
+
+
+def test_fuzzed_requests_get_stocks_statuses_and_the_server_serves_on(
+    stock_answers, template_answers
+) -> None:
+    ours, stock = template_answers["_fuzz"], stock_answers["_fuzz"]
+    assert len(ours["results"]) == FUZZ_REQUESTS
+    differences = [
+        f"{o['kind']} ({o['what']}): template {o['status']} {o['error']}, "
+        f"stock {s['status']} {s['error']}"
+        for o, s in zip(ours["results"], stock["results"], strict=True)
+        if (o["status"], o["error"]) != (s["status"], s["error"])
+    ]
+    print(f"fuzz (seed {FUZZ_SEED}): {request_fuzzer.summary(ours['results'])}; template "
+          f"{ours['seconds']:.1f} s, stock {stock['seconds']:.1f} s")  # fmt: skip
+    assert not differences, "\n".join(differences[:20])
+    failed = [r for r in ours["results"] if r["status"] >= 500 or r["status"] == 0]
+    assert not failed, failed[:10]
+    # the cases reach both outcomes: accepted and refused requests
+    assert {200, 400} <= {r["status"] for r in ours["results"]}
+    assert ours["checks"] == stock["checks"]
+    assert {status for status, _ in ours["checks"]} == {200}
 
 
 def test_sigterm_with_streams_in_flight_stops_at_once(template_server: Server, template_answers):
