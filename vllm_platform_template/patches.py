@@ -325,7 +325,7 @@ PATCHES: tuple[Patch, ...] = (
             "manager: force killing remaining processes', then resource_tracker's leaked "
             "semaphore and shared_memory warnings): vLLM allows the EngineCore process 5 s "
             "from SIGTERM to exit, its worker's exit included, and both processes, spawned "
-            "(the CPU platform sets VLLM_WORKER_MULTIPROC_METHOD=spawn), spent them in garbage "
+            "(every template platform sets VLLM_WORKER_MULTIPROC_METHOD=spawn), spent them in garbage "
             "collection over heaps of 640-790 thousand objects: the model runner's and "
             "cleanup_dist_env_and_memory's explicit gc.collect() (0.4 s each idle, 1.2-1.5 s "
             "busy) and the interpreter's final collections and module teardown (2-3 s idle; "

@@ -12,6 +12,7 @@ and a device module without a capability version or compute-unit count gets vLLM
 from __future__ import annotations
 
 import dataclasses
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -236,3 +237,17 @@ def test_first_light_uses_vllms_communicator(monkeypatch) -> None:
     )
     monkeypatch.setattr(folder, "IDENTITY", SPEED)  # a graph API: its capture communicator
     assert folder.TemplateGpuPlatform.get_device_communicator_cls() == folder.COMMUNICATOR
+
+
+def test_every_template_platform_spawns_its_engine_processes(monkeypatch) -> None:
+    """A forked engine of a parent that ran torch on the CPU deadlocks in libgomp: spawn,
+    unless the user chose a method (kept, with a warning)."""
+    from vllm_platform_template.devices.gpu.platform import TemplateGpuPlatform
+    from vllm_platform_template.platform_hooks.mixin import START_METHOD_ENV
+
+    monkeypatch.delenv(START_METHOD_ENV, raising=False)
+    TemplateGpuPlatform._choose_start_method()
+    assert os.environ[START_METHOD_ENV] == "spawn"
+    monkeypatch.setenv(START_METHOD_ENV, "fork")
+    TemplateGpuPlatform._choose_start_method()
+    assert os.environ[START_METHOD_ENV] == "fork"

@@ -63,6 +63,8 @@ if TYPE_CHECKING:
     from vllm_platform_template.device import TemplateDevice
 
 logger = get_logger(__name__)
+# vLLM's variable for how it starts its engine and worker processes (fork or spawn).
+START_METHOD_ENV = "VLLM_WORKER_MULTIPROC_METHOD"
 
 _version_problem = vllm_version_problem(installed_vllm())
 if _version_problem is not None:
@@ -225,12 +227,35 @@ class TemplatePlatformMixin:
         requested_backend = cc.backend
         capture_sizes = list(cc.cudagraph_capture_sizes or [])
         super().check_and_update_config(vllm_config)  # type: ignore[misc]
+        cls._choose_start_method()
         cls._update_worker(vllm_config)
         cls._update_device_config(vllm_config)
         cls._update_compilation(vllm_config, requested_mode, requested_backend)
         cls._update_graphs(vllm_config, capture_sizes)
         cls._check_ir_op_priority(vllm_config)
         cls._update_ray_runtime_env(vllm_config)
+
+    @classmethod
+    def _choose_start_method(cls) -> None:
+        """vLLM starts the engine and worker processes by spawning, not forking.
+
+        vLLM forks by default (``VLLM_WORKER_MULTIPROC_METHOD``) unless CUDA is already
+        initialized; a process that has run torch on the CPU has started OpenMP threads,
+        and a forked child of it deadlocks in libgomp at its first parallel region (the
+        first-light demo did, in ``InputBatch.__init__``, after writing its model). vLLM's
+        CPU and XPU platforms set spawn for that reason; every template platform does.
+        A method the user set is kept.
+        """
+        method = os.environ.get(START_METHOD_ENV)
+        if method is None:
+            os.environ[START_METHOD_ENV] = "spawn"
+        elif method != "spawn":
+            logger.warning(
+                "template platform: %s=%s; a forked engine deadlocks when this process has "
+                "started OpenMP threads (torch on the CPU): unset it to spawn",
+                START_METHOD_ENV,
+                method,
+            )
 
     @classmethod
     def _update_worker(cls, vllm_config: VllmConfig) -> None:
