@@ -1,4 +1,4 @@
-"""The EngineCore's idle wait runs its SIGTERM handler (patch ``idle_engine_core_runs_its_signal_handlers``).
+"""The EngineCore's idle wait runs its SIGTERM handler (its patch, in ``patches.py``).
 
 The hang the shutdown stress loop caught, reproduced without vLLM: a process whose main
 thread waits on a ``queue.Queue`` without a timeout and whose Python SIGTERM handler is
