@@ -35,6 +35,10 @@ import torch
 from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout
 from vllm_platform_template.settings import DEVICE_PACKAGES
 
+# The punica wrapper on the device-neutral LoRA operators (plain torch): a folder whose
+# device torch drives names it as its ``punica_wrapper`` (``lora/punica.py``).
+LORA_PUNICA_WRAPPER = "vllm_platform_template.lora.punica.TemplatePunicaWrapper"
+
 
 @dataclass(frozen=True)
 class KernelTable:
@@ -269,6 +273,9 @@ class TemplateDevice:
     explain_log_warnings: Callable[[dict[str, Any]], str] | None = None
     """``(engine report) -> what the warnings its vLLM worker logs are about``, for reports
     (None: it logs none worth explaining)."""
+    punica_wrapper: str | None = None
+    """The class vLLM's LoRA layers call (``Platform.get_punica_wrapper``), by path; None:
+    ``enable_lora`` is refused when vLLM checks the config, saying what to write."""
 
     def kernels_status(self) -> tuple[bool, str]:
         """:attr:`status`, computed once per process."""

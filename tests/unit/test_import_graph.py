@@ -46,6 +46,7 @@ LAYERS = {
     "custom_ops": 3,
     "quantization": 3,
     "moe": 3,
+    "lora": 3,
     "reporting": 3,
     "models": 4,
     "platform_hooks": 5,

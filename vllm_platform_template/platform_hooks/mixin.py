@@ -226,6 +226,7 @@ class TemplatePlatformMixin:
         requested_mode = int(cc.mode) if cc.mode is not None else policy.MODE_NONE
         requested_backend = cc.backend
         capture_sizes = list(cc.cudagraph_capture_sizes or [])
+        cls._check_lora(vllm_config)
         super().check_and_update_config(vllm_config)  # type: ignore[misc]
         cls._choose_start_method()
         cls._update_worker(vllm_config)
@@ -236,10 +237,34 @@ class TemplatePlatformMixin:
         cls._update_ray_runtime_env(vllm_config)
 
     @classmethod
+    def get_punica_wrapper(cls) -> str:
+        """The device folder's punica wrapper (``TemplateDevice.punica_wrapper``)."""
+        wrapper = cls.template_device.punica_wrapper
+        if wrapper is None:
+            raise NotImplementedError(cls._no_lora_reason())
+        return wrapper
+
+    @classmethod
+    def _no_lora_reason(cls) -> str:
+        name = cls.template_device.name
+        return (
+            f"LoRA is not supported on the {name} platform yet: its device folder "
+            f"(devices/{name}/device.py) names no punica_wrapper, the class vLLM's LoRA layers "
+            "call (Platform.get_punica_wrapper; docs/porting-guide.md, 'LoRA'); start the "
+            "engine without enable_lora"
+        )
+
+    @classmethod
+    def _check_lora(cls, vllm_config: VllmConfig) -> None:
+        """``enable_lora`` without a punica wrapper: refused now, not at engine start."""
+        if vllm_config.lora_config is not None and cls.template_device.punica_wrapper is None:
+            raise ValueError(cls._no_lora_reason())
+
+    @classmethod
     def _choose_start_method(cls) -> None:
         """vLLM starts the engine and worker processes by spawning, not forking.
 
-        vLLM forks by default (``VLLM_WORKER_MULTIPROC_METHOD``) unless CUDA is already
+        vLLM forks by default (``VLLM_WORKER_MULTIPROC_METHOD``) unless a device runtime is already
         initialized; a process that has run torch on the CPU has started OpenMP threads,
         and a forked child of it deadlocks in libgomp at its first parallel region (the
         first-light demo did, in ``InputBatch.__init__``, after writing its model). vLLM's

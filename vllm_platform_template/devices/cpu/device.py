@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
+from vllm_platform_template.device import (
+    LORA_PUNICA_WRAPPER,
+    AttentionKernels,
+    KernelTable,
+    TemplateDevice,
+)
 from vllm_platform_template.devices.cpu import kernels
 from vllm_platform_template.devices.cpu.graphs import CpuGraphEmulation
 from vllm_platform_template.devices.cpu.vllm_cpu_build import ISA_ENV
@@ -122,4 +127,5 @@ DEVICE = TemplateDevice(
     describe_libraries=describe_libraries,
     checkpoint_dtype=checkpoint_dtype,
     explain_log_warnings=explain_log_warnings,
+    punica_wrapper=LORA_PUNICA_WRAPPER,
 )

@@ -124,6 +124,10 @@ def use_packed_cpu_gemm(model: Any) -> int:
 
     packed = 0
     for module in model.modules():
+        if "weight" not in module._parameters:
+            # A wrapper that shows another layer's weight (vLLM's LoRA layers: their
+            # base_layer is packed on its own, as a module of the model too).
+            continue
         method = getattr(module, "quant_method", None)
         if type(method) is UnquantizedLinearMethod:
             if getattr(module, "_cpu_skip_gemm_dispatch", False):
