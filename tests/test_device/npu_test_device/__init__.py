@@ -169,5 +169,8 @@ def main(argv: list[str]) -> int:
     if argv[:1] != ["build"]:
         print("usage: python -m npu_test_device build", file=sys.stderr)
         return 2
+    # The build imports torch, whose autoload would register the device it is building
+    # (where NPU_TEST_DEVICE=1, as in every tox env of a first-light plugin) and fail.
+    os.environ[ENABLE_ENV] = "0"
     print(build(verbose="-v" in argv))
     return 0
