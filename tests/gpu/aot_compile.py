@@ -62,7 +62,7 @@ from triton.runtime.jit import JITFunction
 
 REPORT_MARK = "AOT_REPORT "
 KERNELS_PACKAGE = "vllm_platform_template.devices.gpu.kernels"
-H100_MULTIPROCESSORS = 132  # the decode split count depends on it (decode_num_splits)
+SM90_MULTIPROCESSORS = 132  # the lent sm_90 GPU's; the decode split count depends on it
 
 
 class CompileOnlyDriver:
@@ -121,7 +121,7 @@ def compile_only(target: GPUTarget, compiled: Compiled) -> Iterator[None]:
     driver.set_active(CompileOnlyDriver(target))
     JITFunction.run = compile_instead_of_launch  # type: ignore[method-assign]
     kernels.IDENTITY = dataclasses.replace(identity, device_type="cpu")
-    attention.num_multiprocessors = lambda device: H100_MULTIPROCESSORS
+    attention.num_multiprocessors = lambda device: SM90_MULTIPROCESSORS
     try:
         yield
     finally:
@@ -340,7 +340,7 @@ def compile_all(target: GPUTarget) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arch", type=int, default=90, help="CUDA compute capability (90: H100)")
+    parser.add_argument("--arch", type=int, default=90, help="CUDA compute capability (90: Hopper)")
     parser.add_argument("--json", help="also write the report to this file")
     args = parser.parse_args(argv)
     report = compile_all(GPUTarget("cuda", args.arch, 32))

@@ -1,4 +1,4 @@
-"""Every Triton kernel of the GPU folder compiles for an H100 (sm_90), here, without a GPU.
+"""Every Triton kernel of the GPU folder compiles for Hopper (sm_90), here, without a GPU.
 
 ``tests/gpu/aot_compile.py`` runs in a child process (Triton reads ``TRITON_INTERPRET``
 when a kernel module is imported, and the interpreter tests' child sets it; a fresh
@@ -6,7 +6,7 @@ Triton cache, so every case compiles). CI runs this file with its own Triton and
 with the GPU image's in ``tox -e triton-aot``. The int8 grouped GEMM of the INT8
 experts, which passed every interpreted test, failed here under Triton 3.6 (``tl.dot``
 of int8 operands into an int32 accumulator without ``out_dtype``) - as it failed on the
-H100.
+lent GPU.
 """
 
 from __future__ import annotations
