@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import feature_matrix
 import pytest
 from engine_exit import stock_exit_abort
 from hf_reference import hf_greedy_on
@@ -147,3 +148,22 @@ def hf_greedy_of():
         return loaded[model_dir]
 
     return of
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Feature tests' outcomes and matrix cells, for the support matrix (feature_matrix.py)."""
+    outcome = yield
+    report = outcome.get_result()
+    marker = item.get_closest_marker("feature")
+    if marker is None or not (report.when == "call" or report.outcome != "passed"):
+        return
+    cell = dict(report.user_properties).get("matrix", "")
+    feature_matrix.record(item.config, marker.args[0], item.nodeid, report.outcome, cell)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = os.environ.get("SUPPORT_MATRIX_RESULTS")
+    results = session.config.stash.get(feature_matrix.RESULTS, None)
+    if path and results:
+        Path(path).write_text(json.dumps(feature_matrix.cells(results), indent=1))

