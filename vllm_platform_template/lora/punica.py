@@ -29,27 +29,30 @@ class TemplatePunicaWrapper(PunicaWrapperCPU):
     ``token_lora_indices``, the slot of each token.
     """
 
-    def _shrink(self, y: torch.Tensor, x: torch.Tensor, w: torch.Tensor, scale: float) -> None:
-        ops.shrink(x, w, y, self.token_lora_indices, scale)
+    def _shrink_prefill(
+        self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, scale: float
+    ) -> None:
+        ops.shrink(x, w_t_all, y, self.token_lora_indices, scale)
 
-    def _expand(
+    _shrink_decode = _shrink_prefill
+
+    def _expand_prefill(
+        self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, add_inputs: bool
+    ) -> None:
+        ops.expand(x, w_t_all, y, self.token_lora_indices, add=add_inputs)
+
+    _expand_decode = _expand_prefill
+
+    def _expand_slice_prefill(
         self,
         y: torch.Tensor,
         x: torch.Tensor,
-        w: torch.Tensor,
-        add: bool,
-        offset: int = 0,
-        size: int | None = None,
+        w_t_all: torch.Tensor,
+        y_offset: int,
+        y_slice_size: int,
+        add_inputs: bool,
     ) -> None:
-        ops.expand(x, w, y, self.token_lora_indices, offset, size, add)
-
-    _shrink_prefill = _shrink_decode = _shrink
-    _expand_prefill = _expand_decode = _expand
-
-    def _expand_slice_prefill(
-        self, y: torch.Tensor, x: torch.Tensor, w: torch.Tensor, offset: int, size: int, add: bool
-    ) -> None:
-        self._expand(y, x, w, add, offset, size)
+        ops.expand(x, w_t_all, y, self.token_lora_indices, y_offset, y_slice_size, add_inputs)
 
     _expand_slice_decode = _expand_slice_prefill
 
