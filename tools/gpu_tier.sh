@@ -7,7 +7,8 @@
 #   engine    vLLM engines on the GPU platform: parity with transformers in every mode,
 #             warm start, perplexity, bf16, faults (tests/e2e/test_gpu_engine.py)
 #   serve     vllm-template serve under 64 concurrent requests, clean shutdown; the
-#             plugin `vllm-template new` generates, its parity run on this device
+#             plugin `vllm-template new` generates, its parity run on this device; a
+#             5-minute soak with 256 streaming clients
 #   bench     the GPU benchmarks (kernels, graphs)
 #   bench-e2e vLLM end to end, the template beside stock vLLM CUDA and a second stock (the
 #             null test) in ABBA/BAAB quads, a verdict per metric (benchmarks/gpu_e2e.py; needs
@@ -142,6 +143,11 @@ run_stage() {
             tests/e2e/test_gpu_serving.py 2>&1 | tee -a "$out" || rc=1
         tier_pytest --timeout 420 \
             -m gpu tests/e2e/test_scaffold.py 2>&1 | tee -a "$out" || rc=1
+        # 256 streaming clients for 5 minutes (tests/e2e/test_soak.py): no error, answers
+        # equal their references, memory flat, nothing left running
+        SOAK_DEVICE=cuda SOAK_CLIENTS="${GPU_SOAK_CLIENTS:-256}" SOAK_MINUTES="${GPU_SOAK_MINUTES:-5}" \
+            SOAK_REPORT="$results/soak" tier_pytest --timeout 600 -m e2e tests/e2e/test_soak.py \
+            2>&1 | tee -a "$out" || rc=1
         ;;
     bench)
         python benchmarks/gpu_kernels.py --json "$results/gpu_kernels.json" 2>&1 | tee -a "$out" || rc=1

@@ -17,6 +17,9 @@ Checked:
   every KV-cache block free (``vllm:kv_cache_usage_perc`` 0);
 - p50/p99 latency of completed streams per minute, printed; with ``SOAK_REPORT=DIR`` the
   figures go to ``DIR/soak.json`` and a chart to ``DIR/soak.png``.
+
+``SOAK_DEVICE=cuda`` serves on the GPU platform (the GPU tier's serve stage: 256 clients,
+5 minutes).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from test_serving import Server, start_server
 
 pytestmark = pytest.mark.e2e
 
+DEVICE = os.environ.get("SOAK_DEVICE", "cpu")  # the GPU tier's serve stage: cuda
 CLIENTS = int(os.environ.get("SOAK_CLIENTS", "32"))
 MINUTES = float(os.environ.get("SOAK_MINUTES", "2"))
 REPORT = os.environ.get("SOAK_REPORT")
@@ -172,7 +176,7 @@ def rss_growth(samples: list[dict[str, Any]], seconds: float) -> dict[str, float
 @pytest.fixture(scope="module")
 def soak(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     log = tmp_path_factory.mktemp("soak") / "server.log"
-    server = start_server(tiny_model_dir, "cpu", log)
+    server = start_server(tiny_model_dir, DEVICE, log)
     try:
         with httpx.Client(timeout=120) as client:
             reference = {}
@@ -224,7 +228,7 @@ def _report(result: dict[str, Any], folder: Path) -> None:
     mem.set_xlabel("minute")
     mem.set_ylabel("resident MiB")
     mem.legend(fontsize=7)
-    fig.suptitle(f"vllm-template serve, tiny model on the CPU: {result['clients']} streaming "
+    fig.suptitle(f"vllm-template serve, tiny model on {DEVICE}: {result['clients']} streaming "
                  f"clients for {result['minutes']:g} min")  # fmt: skip
     fig.tight_layout()
     fig.savefig(folder / "soak.png", dpi=100)
