@@ -6,10 +6,11 @@ output (JSON schema, regex, choice), prefix caching, chunked prefill, prompt log
 ``n=2`` seeded sampling and stop strings on one engine; n-gram speculative decoding;
 embeddings (``runner="pooling"``); sleep mode. Each test asserts the template's answer
 equals stock's (fp32: token for token, logprobs and vectors as printed) and that the
-answer is the feature's (a JSON object, cached tokens counted, a stop reason...), and
-records its support-matrix cell (``matrix`` property: passed, or refused with vLLM's
-reason when both platforms refuse it). ``test_support_matrix.py`` holds the committed
-``docs/support-matrix.md`` to these cells; LoRA's are ``test_lora.py``'s.
+answer is the feature's (a JSON object, cached tokens counted, a stop reason...); its
+support-matrix cell is its outcome (``feature_matrix.py``), or what it records when
+both platforms refuse the feature (``matrix`` property: refused, with vLLM's reason).
+``test_support_matrix.py`` holds the committed ``docs/support-matrix.md`` to these
+cells; LoRA's are ``test_lora.py``'s.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def _both(answers: dict, engine: str, key: str) -> tuple[Any, Any]:
 
 
 @pytest.mark.feature("structured output")
-def test_structured_output(answers, record_property) -> None:
+def test_structured_output(answers) -> None:
     for key in ("structured_json", "structured_regex", "structured_choice"):
         ours, stock = _both(answers, "generate", key)
         assert ours == stock, key
@@ -76,47 +77,41 @@ def test_structured_output(answers, record_property) -> None:
     text = answers["generate"]["cpu"]["structured_json"]
     assert text.lstrip().startswith("{") and '"name"' in text
     assert answers["generate"]["cpu"]["structured_choice"] in ("Bennet", "Darcy", "Bingley")
-    record_property("matrix", "passed")
 
 
 @pytest.mark.feature("prefix caching")
-def test_prefix_caching(answers, record_property) -> None:
+def test_prefix_caching(answers) -> None:
     ours, stock = _both(answers, "generate", "prefix_caching")
     assert ours == stock
     assert ours["cached_first"] == 0 and ours["cached_again"] >= 256 and ours["same_tokens"]
-    record_property("matrix", "passed")
 
 
 @pytest.mark.feature("chunked prefill")
-def test_chunked_prefill(answers, hf_greedy, record_property) -> None:
+def test_chunked_prefill(answers) -> None:
     ours, stock = _both(answers, "generate", "chunked_prefill")
     assert ours == stock and len(ours) == 16
-    record_property("matrix", "passed")
 
 
 @pytest.mark.feature("prompt logprobs")
-def test_prompt_logprobs(answers, record_property) -> None:
+def test_prompt_logprobs(answers) -> None:
     ours, stock = _both(answers, "generate", "prompt_logprobs")
     assert ours == stock and ours[0] is None and all(entry for entry in ours[1:])
-    record_property("matrix", "passed")
 
 
 @pytest.mark.feature("n>1 seeded sampling")
-def test_n2_seeded_sampling(answers, record_property) -> None:
+def test_n2_seeded_sampling(answers) -> None:
     ours, stock = _both(answers, "generate", "n2_seeded")
     assert ours == stock and len(ours) == 2 and ours[0] != ours[1]
-    record_property("matrix", "passed")
 
 
 @pytest.mark.feature("stop strings")
-def test_stop_strings(answers, record_property) -> None:
+def test_stop_strings(answers) -> None:
     ours, stock = _both(answers, "generate", "stop_strings")
     assert ours == stock and ours["finish_reason"] == "stop" and "," not in ours["text"]
-    record_property("matrix", "passed")
 
 
 @pytest.mark.feature("speculative decoding (ngram)")
-def test_ngram_speculative_decoding(answers, hf_greedy, record_property) -> None:
+def test_ngram_speculative_decoding(answers, hf_greedy) -> None:
     ours, stock = _both(answers, "ngram", "ngram_tokens")
     assert ours == stock
     prompts = answers["ngram"]["cpu"]["ngram_prompt_ids"]
@@ -126,14 +121,12 @@ def test_ngram_speculative_decoding(answers, hf_greedy, record_property) -> None
     accepted = metrics["vllm:spec_decode_num_accepted_tokens"]
     drafted = metrics["vllm:spec_decode_num_draft_tokens"]
     print(f"ngram: {accepted}/{drafted} draft tokens accepted (stock the same)")
-    record_property("matrix", "passed")
 
 
 @pytest.mark.feature("embeddings (pooling)")
-def test_embeddings(answers, record_property) -> None:
+def test_embeddings(answers) -> None:
     ours, stock = _both(answers, "pooling", "embeddings")
     assert ours == stock and len(ours) == 2 and ours[0] != ours[1]
-    record_property("matrix", "passed")
 
 
 @pytest.mark.feature("sleep mode")
