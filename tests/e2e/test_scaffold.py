@@ -341,3 +341,32 @@ def test_generated_device_folder_matches_transformers_on_the_device(projects) ->
         "tests/e2e/test_gpu_engine.py", "-k", tests,
     )  # fmt: skip
     _finish([("device-tier parity (default)", run)], timeout=900)
+
+
+FRESH_ENV = "SCAFFOLD_FRESH"  # 1: the first-light plugin's README commands on a clean machine
+FRESH_TIMEOUT_S = 1500
+
+
+@pytest.mark.skipif(
+    os.environ.get(FRESH_ENV) != "1",
+    reason=f"{FRESH_ENV}=1 (tox -e scaffold): builds a fresh environment, about 4 minutes",
+)
+def test_first_light_plugin_passes_its_readme_demo_on_a_clean_machine(tmp_path) -> None:
+    """As its user would: the generated plugin in a git repository of its own, a fresh
+    virtualenv holding only tox, caches of its own (the package index configuration of
+    the machine stays: that is how packages reach it), then the README's demo command."""
+    project = generate("acme", tmp_path / "vllm-acme", "npu")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    venv.EnvBuilder(with_pip=True).create(tmp_path / "venv")
+    keep = ("HOME", "LANG", "PIP_FIND_LINKS", "PIP_CERT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env["PATH"] = f"{tmp_path / 'venv' / 'bin'}:/usr/bin:/bin"
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # pip's, the test device's, the model's
+    readme = (project / "README.md").read_text()
+    lines = readme.splitlines()
+    command = next(ln.split("#")[0].strip() for ln in lines if ln.endswith("-e demo") or
+                   (ln.startswith("python3 -m pip install tox") and "-e demo" in ln))  # fmt: skip
+    done = subprocess.run(["bash", "-c", command], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=FRESH_TIMEOUT_S)  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    assert "Output:" in done.stdout and "AcmeNpuPlatform" in done.stdout + done.stderr
