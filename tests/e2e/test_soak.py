@@ -205,9 +205,19 @@ def soak(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     return result
 
 
+def requests_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many requests of each kind, status and outcome (the report keeps no request)."""
+    out: dict[str, Any] = {"total": len(records)}
+    for key in ("kind", "status", "equal"):
+        out[key] = {str(v): sum(r[key] == v for r in records) for v in {r[key] for r in records}}
+    return out
+
+
 def _report(result: dict[str, Any], folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "soak.json").write_text(json.dumps(result, indent=1))
+    kept = {k: v for k, v in result.items() if k != "records"}
+    kept["requests"] = requests_summary(result["records"])
+    (folder / "soak.json").write_text(json.dumps(kept, indent=1))
     import matplotlib  # tox -e soak installs it
 
     matplotlib.use("Agg")
@@ -224,7 +234,7 @@ def _report(result: dict[str, Any], folder: Path) -> None:
     names = sorted({k for s in result["rss"] for k in s if k != "t"})
     for name in names:
         series = [(s["t"] / 60, s[name] / 2**20) for s in result["rss"] if name in s]
-        mem.plot(*zip(*series, strict=True), label=name.split(":")[0])
+        mem.plot(*zip(*series, strict=True), label=name.rsplit(":", 1)[0])
     mem.set_xlabel("minute")
     mem.set_ylabel("resident MiB")
     mem.legend(fontsize=7)
