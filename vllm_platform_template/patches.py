@@ -245,21 +245,28 @@ def _idle_engine_core_runs_its_signal_handlers() -> None:
 
 
 def _sliced_input_queue_waits(module: types.ModuleType) -> None:
-    cls = getattr(module, "EngineCoreProc", None)
-    original = getattr(cls, "__init__", None)
-    if cls is None or original is None or getattr(original, "__template_patched__", False):
-        return
+    # The patch is applied while the EngineCore is being built (vLLM loads the general
+    # plugins in EngineCore.__init__): its busy loop, entered after, slices the waits.
+    for name in ("EngineCoreProc", "DPEngineCoreProc"):
+        cls = getattr(module, name, None)
+        original = vars(cls).get("run_busy_loop") if cls is not None else None
+        if original is None or getattr(original, "__template_patched__", False):
+            continue
+        setattr(cls, "run_busy_loop", _with_sliced_waits(original))  # noqa: B010
 
+
+def _with_sliced_waits(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
+    def run_busy_loop(self: Any, *args: Any, **kwargs: Any) -> Any:
         requests = getattr(self, "input_queue", None)
         if isinstance(requests, queue.Queue):
             # the same queue (vLLM's threads hold it): only this instance's get changes
             requests.get = functools.partial(sliced_get, requests)  # type: ignore[method-assign]
+            logger.debug("the EngineCore waits for requests in %.1f s slices", IDLE_WAIT_SLICE_S)
+        return original(self, *args, **kwargs)
 
-    __init__.__template_patched__ = True  # type: ignore[attr-defined]
-    cls.__init__ = __init__
+    run_busy_loop.__template_patched__ = True  # type: ignore[attr-defined]
+    return run_busy_loop
 
 
 def sliced_get(requests: queue.Queue, block: bool = True, timeout: float | None = None) -> Any:
@@ -393,9 +400,12 @@ PATCHES: tuple[Patch, ...] = (
             "when the main thread itself takes the signal while blocked - not when another "
             "thread takes it, nor when it lands just before the wait begins - and the wakeup "
             "vLLM relies on (SignalCallback putting WAKEUP into the queue) is sent by that "
-            "very handler. Patched, each EngineCoreProc's input queue (the same object, "
-            "vLLM's threads keep it) waits in slices of IDLE_WAIT_SLICE_S (0.2 s): the "
-            "pending handler runs within one slice, the busy loop wakes and shuts down"
+            "very handler. Patched, each EngineCoreProc's busy loop first makes its input "
+            "queue (the same object, vLLM's threads keep it) wait in slices of "
+            "IDLE_WAIT_SLICE_S (0.2 s): the pending handler runs within one slice, the busy "
+            "loop wakes and shuts down. (Wrapping __init__ instead did nothing: vLLM loads "
+            "the plugins, and so applies the patch, inside EngineCore.__init__; 7 hangs in "
+            "200 loaded stops showed the plain wait still there)"
         ),
         upstream=(
             "vLLM 0.32.0 vllm/v1/engine/core.py::EngineCoreProc._process_input_queue "

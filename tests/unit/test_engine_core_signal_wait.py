@@ -101,18 +101,36 @@ def test_sliced_get_keeps_queue_semantics() -> None:
     assert patches.sliced_get(requests, timeout=0) == 2
 
 
-def test_the_patch_slices_each_engine_core_proc_s_own_queue() -> None:
+def test_the_patch_slices_the_queue_of_the_engine_being_built() -> None:
+    """vLLM loads the plugins - and so applies the patch - inside EngineCore.__init__:
+    the engine being built must get the sliced wait (wrapping __init__ missed it)."""
     import queue
 
-    class EngineCoreProc:  # the attribute vLLM's __init__ sets; its threads keep the object
+    module = types.ModuleType("fake_core")
+
+    class EngineCoreProc:  # as vLLM's: the queue built, the plugins loaded, then the loop
         def __init__(self) -> None:
             self.input_queue: queue.Queue = queue.Queue()
+            patches._sliced_input_queue_waits(module)  # load_general_plugins()
+            patches._sliced_input_queue_waits(module)  # idempotent
 
-    module = types.ModuleType("fake_core")
+        def run_busy_loop(self) -> object:
+            return self.input_queue.get
+
     module.EngineCoreProc = EngineCoreProc  # type: ignore[attr-defined]
-    patches._sliced_input_queue_waits(module)
-    patches._sliced_input_queue_waits(module)  # idempotent
     engine = EngineCoreProc()
-    assert engine.input_queue.get.func is patches.sliced_get  # type: ignore[attr-defined]
+    get = engine.run_busy_loop()
+    assert get.func is patches.sliced_get  # type: ignore[attr-defined]
     assert type(engine.input_queue) is queue.Queue
     assert queue.Queue().get.__func__ is queue.Queue.get  # other queues untouched
+
+
+def test_vllms_engine_core_loads_the_plugins_while_it_is_built() -> None:
+    """The ordering the patch rests on (vLLM 0.32: EngineCore.__init__ calls
+    load_general_plugins; EngineCoreProc.run_busy_loop runs after construction)."""
+    import inspect
+
+    from vllm.v1.engine.core import EngineCore, EngineCoreProc
+
+    assert "load_general_plugins()" in inspect.getsource(EngineCore.__init__)
+    assert "run_busy_loop" in vars(EngineCoreProc)
