@@ -14,7 +14,7 @@ below the platforms never import a device folder, and a device folder's
 ``device.py`` imports only the device API and its own kernels (no vLLM, no
 platform), so the import
 graph stays one-way (``tests/unit/test_import_graph.py``). Adding a device is
-adding a folder and a line in ``settings.DEVICE_PACKAGES``.
+adding a folder: ``settings.DEVICE_PACKAGES`` is read from the folders present.
 
 The plugin's own torch operators (``template::*``, which vLLM's quantized and MoE
 layers call) reach the table through :func:`counted_kernel`, which counts their
@@ -239,9 +239,9 @@ class TemplateDevice:
     default_graph_mode: str | None = None
     """``cudagraph_mode`` when the user sets none (None: vLLM's default)."""
     max_capture_size: Callable[[int, int], int | None] = field(default=lambda seqs, q: None)
+    """``(max_num_seqs, decode_query_len) -> `` largest graph size (None: vLLM's)."""
     environment_variables: dict[str, str] = field(default_factory=dict)
     """The ``VLLM_TEMPLATE_*`` variables this folder reads, with what each does."""
-    """``(max_num_seqs, decode_query_len) -> `` largest graph size (None: vLLM's)."""
     uses_graph_pool: bool = False
     """Its graphs allocate from the platform's global graph pool (``graph_pool_handle``)."""
     records_whole_steps: bool = False

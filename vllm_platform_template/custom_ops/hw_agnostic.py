@@ -35,7 +35,6 @@ import torch
 from vllm_platform_template.custom_ops.kernel_table import platform_kernel_table
 from vllm_platform_template.device import KernelTable
 
-REGISTRY_MODULE = "vllm.model_executor.hw_agnostic.custom_op"
 TP_AWARE_NORM_MODULE = "vllm.model_executor.models.transformers.fusers.rms_norm"
 TP_AWARE_NORM = "TPAwareRMSNorm"
 

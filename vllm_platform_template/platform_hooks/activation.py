@@ -126,11 +126,6 @@ def raise_activation_error() -> None:
     raise TemplateActivationError(selection.problem or "vllm-platform-template cannot activate")
 
 
-def is_active(environ: Mapping[str, str] = os.environ) -> bool:
-    """True when the device setting asks for the template platform."""
-    return select_platform(environ).device is not None
-
-
 def register_general() -> None:
     """``vllm.general_plugins`` entry point: per-process registrations.
 
@@ -142,4 +137,5 @@ def register_general() -> None:
         return
     from vllm_platform_template.platform_hooks.registration import register_all
 
-    register_all(selection.device or "cpu")
+    assert selection.device is not None  # a platform was selected: for a device
+    register_all(selection.device)
