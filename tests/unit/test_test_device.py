@@ -299,3 +299,33 @@ def test_npuccl_collectives_between_two_processes(tmp_path) -> None:
         assert out["reduce_scatter"] == [2.0 * (2 * rank), 2.0 * (2 * rank + 1)]
         assert out["broadcast"] == [1.0, 1.0]
     assert result[1]["recv"] == [9.0] * 3
+
+
+def test_a_build_killed_midway_does_not_block_the_next(tmp_path) -> None:
+    """torch's cpp_extension waits forever on the baton file of a build that was killed
+    (what hung CI for 90 minutes); the next build removes it and finishes."""
+    import shutil
+
+    import npu_test_device
+
+    built = npu_test_device.build_dir()
+    if not npu_test_device.library_path().exists():
+        pytest.skip("the test device is not built in this environment")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "NPU_TEST_DEVICE": "0"}
+    # The same source and torch version's build directory, its objects kept (ninja then
+    # only links), its library gone and the baton of a killed build left in it.
+    target = tmp_path / "npu_test_device" / built.name
+    shutil.copytree(built, target, ignore=shutil.ignore_patterns("*.flock"))
+    (target / f"{npu_test_device.LIBRARY}.so").unlink()
+    (target / npu_test_device.TORCH_BATON).touch()
+    result = subprocess.run(
+        [sys.executable, "-m", "npu_test_device", "build"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "left by a build that was killed" in result.stderr
+    assert (target / f"{npu_test_device.LIBRARY}.so").exists()
+    assert not (target / npu_test_device.TORCH_BATON).exists()

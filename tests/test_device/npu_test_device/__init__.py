@@ -43,9 +43,12 @@ build again.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,21 +92,44 @@ def library_path() -> Path:
     return build_dir() / f"{LIBRARY}.so"
 
 
+TORCH_BATON = "lock"
+"""The file ``torch.utils.cpp_extension`` creates in the build directory while it builds
+(``FileBaton``): left behind by a build that was killed, every later build waits on it
+forever."""
+
+
+@contextlib.contextmanager
+def _exclusive_build(target: Path) -> Iterator[None]:
+    """Hold the build directory's ``flock`` (the kernel drops it when its holder dies):
+    while it is held, torch's baton can only be a killed build's, and is removed."""
+    with open(target / "build.flock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        baton = target / TORCH_BATON
+        if baton.exists():
+            print(
+                f"npu_test_device: removing {baton}, left by a build that was killed",
+                file=sys.stderr,
+            )
+            baton.unlink()
+        yield
+
+
 def build(verbose: bool = False) -> Path:
     """Compile the library if this source and torch version have none yet; its path."""
     from torch.utils import cpp_extension
 
     target = build_dir()
     target.mkdir(parents=True, exist_ok=True)
-    if not library_path().exists():
-        cpp_extension.load(
-            name=LIBRARY,
-            sources=[str(CSRC / name) for name in SOURCES],
-            extra_cflags=["-O2"],
-            build_directory=str(target),
-            is_python_module=False,
-            verbose=verbose,
-        )
+    with _exclusive_build(target):
+        if not library_path().exists():
+            cpp_extension.load(
+                name=LIBRARY,
+                sources=[str(CSRC / name) for name in SOURCES],
+                extra_cflags=["-O2"],
+                build_directory=str(target),
+                is_python_module=False,
+                verbose=verbose,
+            )
     return library_path()
 
 
