@@ -31,7 +31,13 @@ import httpx
 import openai
 import pytest
 import request_fuzzer
-from test_serving import Server, check_stops_with_streams_in_flight, launch_server, wait_healthy
+from test_serving import (
+    Server,
+    check_stops_with_streams_in_flight,
+    launch_server,
+    stop_server,
+    wait_healthy,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -213,7 +219,7 @@ def servers(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> d
         return {who: wait_healthy(server) for who, server in started.items()}
     except BaseException:
         for server in started.values():
-            server.proc.kill()
+            stop_server(server)
         raise
 
 
@@ -224,19 +230,14 @@ def stock_answers(servers: dict[str, Server]) -> dict:
         assert "TemplateCpuPlatform" not in server.log.read_text()
         return _answers(server)
     finally:
-        server.proc.send_signal(signal.SIGTERM)
-        try:
-            server.proc.wait(timeout=60)
-        except Exception:
-            server.proc.kill()
+        stop_server(server)
 
 
 @pytest.fixture(scope="module")
 def template_server(stock_answers: dict, servers: dict[str, Server]) -> Iterator[Server]:
     server = servers["template"]
     yield server
-    if server.proc.poll() is None:
-        server.proc.kill()
+    stop_server(server)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ and ``test_gpu_parallel.py`` reuse the checks on the GPU platform.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
@@ -108,6 +110,27 @@ def launch_server(
     return Server(proc, f"http://127.0.0.1:{port}", log)
 
 
+def stop_server(server: Server, timeout_s: float = 60) -> None:
+    """Stop ``server`` as a user would (SIGTERM), then SIGKILL whatever of it is left after
+    ``timeout_s``, its engine processes included: a ``vllm serve`` killed outright leaves
+    its EngineCore and worker running as orphans (vllm-project/vllm#55510)."""
+    if server.proc.poll() is not None:
+        return
+    children: list[psutil.Process] = []
+    with contextlib.suppress(psutil.Error):
+        children = psutil.Process(server.proc.pid).children(recursive=True)
+    server.proc.terminate()
+    try:
+        server.proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait()
+    _, alive = psutil.wait_procs(children, timeout=10)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+
+
 def wait_healthy(server: Server, timeout_s: float = 600) -> Server:
     """``server`` once its /health answers; the test fails with its log if it exits first."""
     proc, url, log = server.proc, server.url, server.log
@@ -130,8 +153,7 @@ def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     log = tmp_path_factory.mktemp("serve") / "server.log"
     running = start_server(tiny_model_dir, "cpu", log)
     yield running
-    if running.proc.poll() is None:
-        running.proc.kill()
+    stop_server(running)
 
 
 def test_completion_on_the_template_platform(server: Server) -> None:

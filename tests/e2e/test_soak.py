@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from test_serving import Server, start_server
+from test_serving import Server, start_server, stop_server
 
 pytestmark = pytest.mark.e2e
 
@@ -191,11 +191,7 @@ def soak(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
         after = _metrics(server.url)
         healthy = httpx.get(f"{server.url}/health", timeout=10).status_code
     finally:
-        server.proc.terminate()
-        try:
-            server.proc.wait(timeout=60)
-        except Exception:
-            server.proc.kill()
+        stop_server(server)
     result = {"clients": CLIENTS, "minutes": MINUTES, "records": load.records,
               "rss": load.rss, "metrics_after": after, "health_after": healthy,
               "per_minute": per_minute(load.records),
