@@ -33,8 +33,9 @@ over the quads, its median and a bootstrap 95 % interval, and a verdict at
 
 **The self-check is the null test**: stock'/stock's interval must contain 1 for every
 metric (the metrics as one family, Bonferroni: ``_e2e_checks.null_problems``), and its
-95 % width is the harness's resolution on this machine, printed beside every verdict. The run also fails when more than ``BUSY_UNITS_LIMIT`` of the units
-had another engine busy, when an engine did not start, or when stock's default
+95 % width is the harness's resolution on this machine, printed beside every verdict.
+The run also fails when more than ``BUSY_UNITS_LIMIT`` of the units had another engine
+busy, when an engine did not start, or when stock's default
 engine ran another backend than ``--stock-backend`` (vLLM falls back to Triton
 silently when FlashAttention's compiled file does not load).
 
