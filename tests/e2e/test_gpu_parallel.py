@@ -21,7 +21,7 @@ from test_gpu_engine import (
     check_bf16_close_to_transformers,
     gpu,
 )
-from test_serving import check_clean_shutdown, check_concurrent_load, start_server
+from test_serving import check_clean_shutdown, check_concurrent_load, start_server, stop_server
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 
@@ -85,5 +85,4 @@ def test_tp2_serve_under_load_and_clean_shutdown(tiny_model_dir, tmp_path) -> No
         check_concurrent_load(server)
         check_clean_shutdown(server)
     finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
+        stop_server(server)

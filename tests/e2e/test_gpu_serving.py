@@ -16,7 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_serving import Server, check_clean_shutdown, check_concurrent_load, start_server
+from test_serving import (
+    Server,
+    check_clean_shutdown,
+    check_concurrent_load,
+    start_server,
+    stop_server,
+)
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY, torch_module
 
@@ -47,8 +53,7 @@ def gpu_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     running = start_server(tiny_model_dir, IDENTITY.device_type, log)
     running.gpu_used_before = before  # type: ignore[attr-defined]
     yield running
-    if running.proc.poll() is None:
-        running.proc.kill()
+    stop_server(running)
 
 
 def test_concurrent_load_on_the_gpu(gpu_server: Server) -> None:
