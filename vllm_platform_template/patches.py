@@ -24,6 +24,7 @@ the platform layer.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import gc
@@ -33,8 +34,10 @@ import importlib.util
 import os
 import queue
 import sys
+import threading
 import time
 import types
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -285,6 +288,50 @@ def sliced_get(requests: queue.Queue, block: bool = True, timeout: float | None 
                 raise
 
 
+# The longest the interpreter's exit waits for a sync client's output thread to end.
+OUTPUT_THREAD_JOIN_S = 10.0
+
+
+def _client_threads_end_before_the_interpreter() -> None:
+    """Each sync engine client stops, and its output thread ends, before finalization."""
+    after_import("vllm.v1.engine.core_client", _sync_client_stopped_at_exit)
+
+
+def _sync_client_stopped_at_exit(module: types.ModuleType) -> None:
+    cls = getattr(module, "SyncMPClient", None)
+    original = vars(cls).get("__init__") if cls is not None else None
+    if original is None or getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        # Registered after vLLM's own weakref.finalize exit hook exists (the client made
+        # its finalizer above), so it runs before that hook: handlers run last in, first out.
+        atexit.register(stop_client_and_join_output_thread, weakref.ref(self),
+                        self.output_queue_thread)  # fmt: skip
+
+    __init__.__template_patched__ = True  # type: ignore[attr-defined]
+    setattr(cls, "__init__", __init__)  # noqa: B010  (the rebinding is this patch)
+
+
+def stop_client_and_join_output_thread(client_ref: Callable[[], Any], thread: Any) -> None:
+    """At exit, in the main thread: stop the client if it runs, then wait for its output
+    thread (``OUTPUT_THREAD_JOIN_S`` at most), which drops its last outputs as it ends."""
+    client = client_ref()
+    if client is not None:
+        client.shutdown()  # a no-op once vLLM's finalizer or its monitor thread ran it
+    del client
+    if thread.is_alive() and thread is not threading.current_thread():
+        thread.join(OUTPUT_THREAD_JOIN_S)
+        if thread.is_alive():
+            logger.warning(
+                "vLLM's engine output thread did not end within %.0f s of the client's "
+                "shutdown; the interpreter exits beside it",
+                OUTPUT_THREAD_JOIN_S,
+            )
+
+
 def input_fake_mode_for_standalone_compile(
     example_inputs: list[Any],
 ) -> contextlib.AbstractContextManager:
@@ -443,6 +490,42 @@ PATCHES: tuple[Patch, ...] = (
         ),
         remove_when="vLLM gives the EngineCore a cleanup grace in abort mode on every platform",
         apply=_engine_exit_grace_in_abort_mode,
+        devices=tuple(DEVICE_PACKAGES),
+    ),
+    Patch(
+        name="client_threads_end_before_the_interpreter",
+        why=(
+            "an embedding script (vllm.LLM, runner='pooling') printed its answer, stopped its "
+            "engine cleanly, then died at interpreter exit with 'terminate called without an "
+            "active exception' (SIGABRT): 2 of 3 runs on an Intel host without AVX-512 BF16, "
+            "1 of 2 here under load (2026-11-28), stock vLLM CPU as well. The core dump: "
+            "the sync client's daemon output thread, ending while the main thread was already "
+            "in Py_FinalizeEx, freed its last decoded outputs - a pooling output is a torch "
+            "view tensor - whose ~TensorImpl decrefs a PyObject under pybind11's "
+            "gil_scoped_acquire; taking the GIL during finalization makes CPython call "
+            "pthread_exit, and its forced unwind through that noexcept destructor is "
+            "std::terminate. vLLM's sync shutdown sends the output thread its stop signal "
+            "but never joins it, and at exit the engine manager's finalizer, the liveness "
+            "monitor thread and the client's finalizer race. Patched, each SyncMPClient "
+            "registers an exit handler that runs before vLLM's finalizers: in the main "
+            "thread it shuts the client down (a no-op if that ran) and joins the output "
+            "thread (OUTPUT_THREAD_JOIN_S at most), so the outputs are freed while the "
+            "interpreter is whole. Any output holding a tensor can do it: prompt logprobs too"
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/v1/engine/core_client.py (BackgroundResources.__call__ signals "
+            "SyncMPClient's EngineCoreOutputQueueThread and returns; start_engine_core_monitor's "
+            "daemon thread shuts the client down); pytorch/pytorch#38228 (torch's pybind11 GIL "
+            "guards abort a daemon thread at exit: this message; open); CPython "
+            "python/cpython#87135 (a thread taking the GIL during finalization is "
+            "pthread_exit-ed; Python 3.14 hangs it instead, PR #105805)"
+        ),
+        remove_when=(
+            "vLLM joins the sync client's output thread on shutdown (or makes it drop its "
+            "outputs before waiting), or the supported Pythons no longer pthread_exit a "
+            "thread at finalization; tests/e2e/test_engine_exit.py's stock case then exits 0"
+        ),
+        apply=_client_threads_end_before_the_interpreter,
         devices=tuple(DEVICE_PACKAGES),
     ),
     Patch(
