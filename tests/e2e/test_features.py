@@ -9,6 +9,9 @@ equals stock's (fp32: token for token, logprobs and vectors as printed) and that
 answer is the feature's (a JSON object, cached tokens counted, a stop reason...); its
 support-matrix cell is its outcome (``feature_matrix.py``), or what it records when
 both platforms refuse the feature (``matrix`` property: refused, with vLLM's reason).
+Each runner's exit status is a test of its own (``test_every_runner_exits_cleanly``):
+a process that printed its answer and then crashed fails there, and its answers are
+still compared; a runner that printed nothing fails the tests of its answers, with its stderr.
 ``test_support_matrix.py`` holds the committed ``docs/support-matrix.md`` to these
 cells; LoRA's are ``test_lora.py``'s.
 """
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_exit import stock_exit_abort
 
 from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 
@@ -30,6 +34,9 @@ pytestmark = pytest.mark.e2e
 RUNNER = Path(__file__).with_name("feature_runner.py")
 ENGINES = ("generate", "ngram", "pooling", "sleep")
 TIMEOUT_S = 900
+
+
+DEVICES = ("cpu", "stock")
 
 
 def _start(device: str, engine: str, cache: Path) -> subprocess.Popen:
@@ -46,31 +53,71 @@ def _start(device: str, engine: str, cache: Path) -> subprocess.Popen:
     )
 
 
+def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        stderr += f"\n(killed after {TIMEOUT_S} s)"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
 @pytest.fixture(scope="module")
-def answers(engine_runs) -> dict[str, dict[str, Any]]:
-    """``answers[engine][device]``: the runner's report; the two platforms side by side."""
-    out: dict[str, dict[str, Any]] = {}
+def runs(engine_runs) -> dict[str, dict[str, subprocess.CompletedProcess]]:
+    """``runs[engine][device]``: each runner process as it ended; the two platforms side by side."""
+    out: dict[str, dict[str, subprocess.CompletedProcess]] = {}
     for engine in ENGINES:
-        procs = {d: _start(d, engine, engine_runs.cache_root) for d in ("cpu", "stock")}
-        out[engine] = {}
-        for device, proc in procs.items():
-            stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
-            lines = stdout.strip().splitlines()
-            assert proc.returncode == 0 and lines, f"{device} {engine}:\n{stderr[-5000:]}"
-            out[engine][device] = json.loads(lines[-1])
+        procs = {d: _start(d, engine, engine_runs.cache_root) for d in DEVICES}
+        out[engine] = {device: _finish(proc) for device, proc in procs.items()}
     return out
 
 
-def _both(answers: dict, engine: str, key: str) -> tuple[Any, Any]:
-    ours, stock = answers[engine]["cpu"], answers[engine]["stock"]
+@pytest.fixture(scope="module")
+def answers(runs) -> dict[str, dict[str, Any]]:
+    """``answers[engine][device]``: the report a runner printed, whatever its exit status
+    (that is :func:`test_every_runner_exits_cleanly`'s to judge); ``None`` if it printed none."""
+    out: dict[str, dict[str, Any]] = {}
+    for engine, by_device in runs.items():
+        out[engine] = {}
+        for device, proc in by_device.items():
+            lines = proc.stdout.strip().splitlines()
+            out[engine][device] = json.loads(lines[-1]) if lines else None
+    return out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_runner_exits_cleanly(runs, engine: str, device: str) -> None:
+    """A runner's exit is its own test: a crash at exit fails here, not the answers it printed.
+    Stock may end in vLLM's known exit abort after a complete answer (tests/engine_exit.py;
+    the template's patch client_threads_end_before_the_interpreter ends it there)."""
+    proc = runs[engine][device]
+    if device == "stock" and stock_exit_abort(["--stock"], proc):
+        return
+    assert proc.returncode == 0, (
+        f"{device} {engine} exited {proc.returncode}:\n{proc.stderr[-5000:]}"
+    )
+
+
+def _answer(answers: dict, runs: dict, engine: str, device: str) -> dict[str, Any]:
+    answer = answers[engine][device]
+    if answer is None:
+        pytest.fail(f"the {device} {engine} runner printed no answer:\n"
+                    f"{runs[engine][device].stderr[-5000:]}")  # fmt: skip
+    return answer
+
+
+def _both(answers: dict, runs: dict, engine: str, key: str) -> tuple[Any, Any]:
+    ours, stock = (_answer(answers, runs, engine, d) for d in DEVICES)
     assert ours["platform"] == "TemplateCpuPlatform" and stock["platform"] == "CpuPlatform"
     return ours[key], stock[key]
 
 
 @pytest.mark.feature("structured output")
-def test_structured_output(answers) -> None:
+def test_structured_output(answers, runs) -> None:
     for key in ("structured_json", "structured_regex", "structured_choice"):
-        ours, stock = _both(answers, "generate", key)
+        ours, stock = _both(answers, runs, "generate", key)
         assert ours == stock, key
     # the schema's object, begun (the tiny model pads it with the whitespace JSON allows,
     # so 48 tokens may end before the closing brace)
@@ -80,43 +127,43 @@ def test_structured_output(answers) -> None:
 
 
 @pytest.mark.feature("prefix caching")
-def test_prefix_caching(answers) -> None:
-    ours, stock = _both(answers, "generate", "prefix_caching")
+def test_prefix_caching(answers, runs) -> None:
+    ours, stock = _both(answers, runs, "generate", "prefix_caching")
     assert ours == stock
     assert ours["cached_first"] == 0 and ours["cached_again"] >= 256 and ours["same_tokens"]
 
 
 @pytest.mark.feature("chunked prefill")
-def test_chunked_prefill(answers) -> None:
-    ours, stock = _both(answers, "generate", "chunked_prefill")
+def test_chunked_prefill(answers, runs) -> None:
+    ours, stock = _both(answers, runs, "generate", "chunked_prefill")
     assert ours == stock and len(ours) == 16
 
 
 @pytest.mark.feature("prompt logprobs")
-def test_prompt_logprobs(answers) -> None:
-    ours, stock = _both(answers, "generate", "prompt_logprobs")
+def test_prompt_logprobs(answers, runs) -> None:
+    ours, stock = _both(answers, runs, "generate", "prompt_logprobs")
     assert ours == stock and ours[0] is None and all(entry for entry in ours[1:])
 
 
 @pytest.mark.feature("n>1 seeded sampling")
-def test_n2_seeded_sampling(answers) -> None:
-    ours, stock = _both(answers, "generate", "n2_seeded")
+def test_n2_seeded_sampling(answers, runs) -> None:
+    ours, stock = _both(answers, runs, "generate", "n2_seeded")
     assert ours == stock and len(ours) == 2 and ours[0] != ours[1]
 
 
 @pytest.mark.feature("stop strings")
-def test_stop_strings(answers) -> None:
-    ours, stock = _both(answers, "generate", "stop_strings")
+def test_stop_strings(answers, runs) -> None:
+    ours, stock = _both(answers, runs, "generate", "stop_strings")
     assert ours == stock and ours["finish_reason"] == "stop" and "," not in ours["text"]
 
 
 @pytest.mark.feature("speculative decoding (ngram)")
-def test_ngram_speculative_decoding(answers, hf_greedy) -> None:
-    ours, stock = _both(answers, "ngram", "ngram_tokens")
+def test_ngram_speculative_decoding(answers, runs, hf_greedy) -> None:
+    ours, stock = _both(answers, runs, "ngram", "ngram_tokens")
     assert ours == stock
     prompts = answers["ngram"]["cpu"]["ngram_prompt_ids"]
     assert ours == hf_greedy(prompts, 32)  # speculation changes no greedy token
-    metrics, stock_metrics = _both(answers, "ngram", "spec_decode_metrics")
+    metrics, stock_metrics = _both(answers, runs, "ngram", "spec_decode_metrics")
     assert metrics == stock_metrics and metrics["vllm:spec_decode_num_drafts"] > 0
     accepted = metrics["vllm:spec_decode_num_accepted_tokens"]
     drafted = metrics["vllm:spec_decode_num_draft_tokens"]
@@ -124,14 +171,14 @@ def test_ngram_speculative_decoding(answers, hf_greedy) -> None:
 
 
 @pytest.mark.feature("embeddings (pooling)")
-def test_embeddings(answers) -> None:
-    ours, stock = _both(answers, "pooling", "embeddings")
+def test_embeddings(answers, runs) -> None:
+    ours, stock = _both(answers, runs, "pooling", "embeddings")
     assert ours == stock and len(ours) == 2 and ours[0] != ours[1]
 
 
 @pytest.mark.feature("sleep mode")
-def test_sleep_mode_is_refused_as_stock_refuses_it(answers, record_property) -> None:
-    ours, stock = answers["sleep"]["cpu"], answers["sleep"]["stock"]
+def test_sleep_mode_is_refused_as_stock_refuses_it(answers, runs, record_property) -> None:
+    ours, stock = (_answer(answers, runs, "sleep", d) for d in DEVICES)
     assert "refused" in stock, "stock vLLM CPU runs sleep mode now: test it on the template"
     assert ours.get("refused") == stock["refused"]
     assert "Sleep mode is not supported on current platform" in ours["refused"]
