@@ -24,9 +24,11 @@ answers each with one JSON line:
   per batch R short and R long generations after a P-token prompt (alternating, long
   first when asked), then R N-token prefills; the fastest of each kind (the host's
   jitter only adds time) and the unit's wall-clock start and end;
-- ``{"op": "gpu_step", "batch": B, "prompt": P, "short": S, "long": L}``: what the
-  device does per decode step, from the worker (``_bench_worker.py``): the median span
-  of the long generation's decode steps on the GPU's clock (events, no profiler), then,
+- ``{"op": "gpu_step", "batch": B, "prompt": P, "short": S, "long": L, "warm": bool}``:
+  what the device does per decode step, from the worker (``_bench_worker.py``): after
+  one unmeasured long generation (unless ``warm`` is false: the shape already ran), the
+  median span of the long generation's decode steps on the GPU's clock (events, no
+  profiler), then,
   in a second pass under the torch profiler, the kernel time of a long and a short
   generation, whose difference over ``L - S`` is the kernel time per step;
 - ``{"op": "quit"}``.
@@ -65,6 +67,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "device": None,
         "env": {"VLLM_PLUGINS": "none", "VLLM_USE_FLASHINFER_SAMPLER": "0"},
         "engine": {"attention_backend": "TRITON_ATTN"},
+    },
+    # stock with the start method the template platform sets (VLLM_WORKER_MULTIPROC_METHOD):
+    # what that one environment difference costs or gains on its own
+    "gpu-stock-spawn": {
+        "device": None,
+        "env": {
+            "VLLM_PLUGINS": "none",
+            "VLLM_USE_FLASHINFER_SAMPLER": "0",
+            "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+        },
     },
     "gpu-template": {"device": "cuda"},  # the platform's default: FULL_AND_PIECEWISE
     "gpu-template-fused": {"device": "cuda", "template": {"model_impl": "fused"}},
@@ -245,7 +257,8 @@ def _gpu_step(llm: Any, command: dict[str, Any], vocab: int, timed: Any) -> dict
 
     batch, short, long = command["batch"], command["short"], command["long"]
     prompts = _prompt_ids(batch, command["prompt"], vocab, 5)
-    timed(prompts, long)  # warm this shape
+    if command.get("warm", True):
+        timed(prompts, long)  # warm this shape
     llm.collective_rpc("bench_record_start", kwargs={"events": True})
     timed(prompts, long)
     steps = llm.collective_rpc("bench_record_stop")[0]["steps"]

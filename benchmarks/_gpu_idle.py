@@ -12,6 +12,11 @@ it (``pynvml``, or vLLM's vendored copy; left out with the reason when NVML
 does not answer): the device's share of busy time in the window, and any other engine
 process that NVML saw on the GPU (process ids only match outside PID
 namespaces, so NVML is evidence beside the CPU times, not the check).
+
+:func:`pin_tree` moves a live engine, every thread of every process in its tree,
+onto a set of cores (``_e2e_design.py``: the engine measured next onto the
+measurement cores, the others onto the parking cores) and says which threads it
+could not move.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import importlib.util
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +67,35 @@ def cpu_seconds(pids: list[int], proc: Path = Path("/proc")) -> float:
         if fields is not None:
             total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
     return total / _TICK
+
+
+def threads(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    """The thread ids of a process (none when it is gone)."""
+    try:
+        return sorted(int(t.name) for t in (proc / str(pid) / "task").iterdir())
+    except OSError:
+        return []
+
+
+def pin_tree(pid: int, cpus: Sequence[int], proc: Path = Path("/proc")) -> dict[str, Any]:
+    """Every thread of ``pid``'s process tree onto ``cpus`` (threads it starts later inherit
+    their creator's cores); then read back: ``threads`` moved, and ``unpinned``, each thread
+    still alive whose cores differ, with why."""
+    wanted = set(cpus)
+    moved, unpinned = 0, []
+    for member in process_tree(pid, proc):
+        for tid in threads(member, proc):
+            try:
+                os.sched_setaffinity(tid, wanted)
+                if os.sched_getaffinity(tid) != wanted:
+                    unpinned.append(f"{member}/{tid}: on {sorted(os.sched_getaffinity(tid))}")
+                    continue
+                moved += 1
+            except ProcessLookupError:  # the thread ended meanwhile
+                continue
+            except OSError as exc:
+                unpinned.append(f"{member}/{tid}: {exc}")
+    return {"threads": moved, "unpinned": unpinned}
 
 
 def _nvml() -> Any:

@@ -11,8 +11,9 @@
 #             5-minute soak with 256 streaming clients
 #   bench     the GPU benchmarks (kernels, graphs)
 #   bench-e2e vLLM end to end, the template beside stock vLLM CUDA and a second stock (the
-#             null test) in ABBA/BAAB quads, a verdict per metric (benchmarks/gpu_e2e.py; needs
-#             stock's compiled files, staged as below; about 6 min on an H100 for the 1.1B shape)
+#             null test) in ABBA/BAAB quad pairs, a verdict per metric (benchmarks/gpu_e2e.py;
+#             needs stock's compiled files, staged as below); it prints everything by
+#             GPU_E2E_DEADLINE (570) seconds after this script started, one device call
 #   multi     tensor and pipeline parallel on two GPUs (skips with fewer); then faults
 #             there: a TP=2 worker killed mid-request, client disconnects (TP=2, PP=2)
 #   upstream  vLLM's own tests/kernels/ir and compile tests on the GPU platform
@@ -162,9 +163,13 @@ run_stage() {
             echo "stock vLLM CUDA not installed (no compiled files): no baseline, nothing to decide" | tee -a "$out"
             rc=1
         else
+            # The deadline counts from the benchmark's start: what is left of this script's
+            # GPU_E2E_DEADLINE once the bundle is installed (SECONDS: since the script began).
+            seed=()
+            [ -n "${GPU_E2E_SEED:-}" ] && seed=(--seed "$GPU_E2E_SEED")
             python benchmarks/gpu_e2e.py --shape "${GPU_E2E_SHAPE:-1.1b}" \
-                --candidates "${GPU_E2E_CANDIDATES:-gpu-template}" --quads "${GPU_E2E_QUADS:-12}" \
-                --budget-s "${GPU_E2E_BUDGET:-480}" \
+                --candidates "${GPU_E2E_CANDIDATES:-gpu-template}" --quads "${GPU_E2E_QUADS:-8}" \
+                --deadline-s "$((${GPU_E2E_DEADLINE:-570} - SECONDS))" "${seed[@]}" \
                 --json "$results/gpu_e2e.json" --chart "$results/gpu_e2e.png" 2>&1 | tee -a "$out" || rc=1
         fi
         ;;
