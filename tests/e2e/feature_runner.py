@@ -1,6 +1,7 @@
 """vLLM features on one engine of the embedded tiny model: what each answers, as JSON.
 
-    python tests/e2e/feature_runner.py DEVICE ENGINE     # DEVICE: cpu (template) or stock
+    python tests/e2e/feature_runner.py DEVICE ENGINE [--late-output-thread]
+                                                # DEVICE: cpu (template) or stock
 
 ``ENGINE`` picks the engine and the features it serves (fp32, eager, seeded):
 
@@ -18,12 +19,24 @@
 Prints one JSON line: the platform, the engine's answers per feature (token ids, texts,
 vectors rounded to 1e-5, counts) and, per feature, an error string where vLLM refused it.
 ``tests/e2e/test_features.py`` compares the template with stock vLLM CPU.
+
+Each runner is also a user's script that must exit cleanly: it stops nothing itself, and
+as the interpreter is about to finalize (its first exit handler, which runs last) one
+stderr line names vLLM's client output threads still alive. A thread that frees outputs
+holding tensors (a pooling output is one) while the interpreter finalizes aborts the
+process ("terminate called without an active exception"; the patch registry's
+``client_threads_end_before_the_interpreter``). ``--late-output-thread`` makes that race
+certain instead of occasional: the output thread wakes ``LATE_S`` late from its stop
+signal, as on a host too busy to schedule it, so it is still alive at finalization
+unless the main thread waits for it.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import sys
+import threading
 from typing import Any
 
 PROMPT = "It is a truth universally acknowledged,"
@@ -37,6 +50,35 @@ ENGINE_ARGS: dict[str, dict[str, Any]] = {
     "pooling": {"runner": "pooling"},
     "sleep": {"enable_sleep_mode": True},
 }  # fmt: skip
+# vLLM 0.32's SyncMPClient output thread (vllm/v1/engine/core_client.py)
+OUTPUT_THREAD = "EngineCoreOutputQueueThread"
+EXIT_LINE = "output threads alive as the interpreter finalizes:"
+LATE_S = 1.0
+
+
+def _report_output_threads() -> None:
+    alive = sorted(t.name for t in threading.enumerate() if t.name == OUTPUT_THREAD)
+    print(f"{EXIT_LINE} {json.dumps(alive)}", file=sys.stderr, flush=True)
+
+
+def _output_thread_wakes_late() -> None:
+    """The output thread sleeps ``LATE_S`` after a poll that returns its stop signal (the
+    one PAIR socket it polls; vLLM 0.32 ``SyncMPClient.process_outputs_socket``)."""
+    import time
+
+    import zmq
+
+    poll = zmq.Poller.poll
+
+    def late_poll(self: zmq.Poller, *args: Any, **kwargs: Any) -> list:
+        events = poll(self, *args, **kwargs)
+        if threading.current_thread().name == OUTPUT_THREAD and any(
+            getattr(sock, "socket_type", None) == zmq.PAIR for sock, _ in events
+        ):
+            time.sleep(LATE_S)
+        return events
+
+    zmq.Poller.poll = late_poll  # type: ignore[method-assign]
 
 
 def _ids(outputs: Any) -> list[list[int]]:
@@ -116,7 +158,10 @@ FEATURES = {"generate": generate_features, "ngram": ngram_features,
             "pooling": pooling_features, "sleep": sleep_features}  # fmt: skip
 
 
-def main(device: str, engine: str) -> None:
+def main(device: str, engine: str, late_output_thread: bool) -> None:
+    atexit.register(_report_output_threads)  # before vLLM's exit handlers: runs after them
+    if late_output_thread:
+        _output_thread_wakes_late()
     from vllm_platform_template_tools.cli.environment import logs_to_stderr, select_device
     from vllm_platform_template_tools.embedded_model import ensure_model
 
@@ -140,4 +185,4 @@ def main(device: str, engine: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], "--late-output-thread" in sys.argv[3:])

@@ -9,9 +9,10 @@ equals stock's (fp32: token for token, logprobs and vectors as printed) and that
 answer is the feature's (a JSON object, cached tokens counted, a stop reason...); its
 support-matrix cell is its outcome (``feature_matrix.py``), or what it records when
 both platforms refuse the feature (``matrix`` property: refused, with vLLM's reason).
-Each runner's exit status is a test of its own (``test_every_runner_exits_cleanly``):
-a process that printed its answer and then crashed fails there, and its answers are
-still compared; a runner that printed nothing fails the tests of its answers, with its stderr.
+Each template runner's exit is a test of its own, with the race at exit made certain
+(``feature_runner.py --late-output-thread``): a process that printed its answer and
+then crashed fails there, and its answers are still compared; a runner that printed
+nothing fails the tests of its answers, with its stderr.
 ``test_support_matrix.py`` holds the committed ``docs/support-matrix.md`` to these
 cells; LoRA's are ``test_lora.py``'s.
 """
@@ -34,6 +35,9 @@ pytestmark = pytest.mark.e2e
 RUNNER = Path(__file__).with_name("feature_runner.py")
 ENGINES = ("generate", "ngram", "pooling", "sleep")
 TIMEOUT_S = 900
+# feature_runner.py's names (a script, not a module the tests import)
+EXIT_LINE = "output threads alive as the interpreter finalizes:"
+OUTPUT_THREAD = "EngineCoreOutputQueueThread"
 
 
 DEVICES = ("cpu", "stock")
@@ -45,7 +49,7 @@ def _start(device: str, engine: str, cache: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
     env["VLLM_CACHE_ROOT"] = str(cache)
     return subprocess.Popen(
-        [sys.executable, str(RUNNER), device, engine],
+        [sys.executable, str(RUNNER), device, engine, "--late-output-thread"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -76,7 +80,7 @@ def runs(engine_runs) -> dict[str, dict[str, subprocess.CompletedProcess]]:
 @pytest.fixture(scope="module")
 def answers(runs) -> dict[str, dict[str, Any]]:
     """``answers[engine][device]``: the report a runner printed, whatever its exit status
-    (that is :func:`test_every_runner_exits_cleanly`'s to judge); ``None`` if it printed none."""
+    (the exit tests judge that); ``None`` if it printed none."""
     out: dict[str, dict[str, Any]] = {}
     for engine, by_device in runs.items():
         out[engine] = {}
@@ -86,17 +90,35 @@ def answers(runs) -> dict[str, dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("device", DEVICES)
+def _alive_at_finalization(proc: subprocess.CompletedProcess) -> list[str] | None:
+    """The output threads the runner found alive as its interpreter began to finalize."""
+    found = [line.split(EXIT_LINE, 1)[1] for line in proc.stderr.splitlines() if EXIT_LINE in line]
+    return json.loads(found[-1]) if found else None
+
+
 @pytest.mark.parametrize("engine", ENGINES)
-def test_every_runner_exits_cleanly(runs, engine: str, device: str) -> None:
-    """A runner's exit is its own test: a crash at exit fails here, not the answers it printed.
-    Stock may end in vLLM's known exit abort after a complete answer (tests/engine_exit.py;
-    the template's patch client_threads_end_before_the_interpreter ends it there)."""
-    proc = runs[engine][device]
-    if device == "stock" and stock_exit_abort(["--stock"], proc):
-        return
-    assert proc.returncode == 0, (
-        f"{device} {engine} exited {proc.returncode}:\n{proc.stderr[-5000:]}"
+def test_every_template_runner_exits_cleanly(runs, engine: str) -> None:
+    """A runner's exit is a test of its own: a crash at exit fails here, not the answers it
+    printed. Each runner's output thread woke late from its stop signal, so only a main
+    thread that waits for it (patch client_threads_end_before_the_interpreter) finds it
+    ended before finalization - the path taken, which an exit status alone can hide."""
+    proc = runs[engine]["cpu"]
+    where = f"template {engine} runner, exit {proc.returncode}:\n{proc.stderr[-5000:]}"
+    assert proc.returncode == 0, where
+    assert _alive_at_finalization(proc) == [], where
+
+
+def test_stock_leaves_its_output_thread_to_the_finalizing_interpreter(runs) -> None:
+    """The reference that the patch is still needed: stock vLLM's pooling runner exits
+    (0, or vLLM's known exit abort after a complete answer: tests/engine_exit.py) with its
+    output thread still alive at finalization, where freeing its tensors aborts."""
+    for engine in ENGINES:
+        proc = runs[engine]["stock"]
+        assert proc.returncode == 0 or stock_exit_abort(["--stock"], proc), proc.stderr[-5000:]
+    pooling = runs["pooling"]["stock"]
+    assert _alive_at_finalization(pooling) == [OUTPUT_THREAD], (
+        "stock vLLM's output thread ended before finalization: vLLM may now wait for it "
+        "(the patch's remove_when)\n" + pooling.stderr[-5000:]
     )
 
 
