@@ -20,6 +20,7 @@ through ``LLM.collective_rpc``, after the measured rounds:
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -86,13 +87,35 @@ def describe(vllm_config: Any, model_runner: Any) -> dict[str, Any]:
     }
 
 
+# Kernel families by name (first match), for a profile's time per family.
+KERNEL_FAMILIES = (
+    ("KV write", re.compile(r"reshape_and_cache|kv_cache|cache_update", re.I)),
+    ("attention", re.compile(r"flash|attn|attention|paged", re.I)),
+    ("GEMM", re.compile(r"gemm|cutlass|nvjet|sm90_xmma|cublas|matmul|_mm_|dot", re.I)),
+    ("norm", re.compile(r"norm", re.I)),
+    ("rotary", re.compile(r"rotary|rope", re.I)),
+    ("activation", re.compile(r"silu|gelu|act_and_mul", re.I)),
+    ("copy, fill, elementwise", re.compile(r"copy|fill|elementwise|memcpy|memset|cat", re.I)),
+)
+
+
+def kernel_family(name: str) -> str:
+    return next((family for family, pattern in KERNEL_FAMILIES if pattern.search(name)), "other")
+
+
 def top_kernels(prof: Any, limit: int = 10) -> dict[str, Any]:
-    """GPU kernel time, launch count and the heaviest kernels of a finished torch profile."""
+    """GPU kernel time, launch count, the heaviest kernels and the time per kernel family
+    of a finished torch profile."""
     kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
     heavy = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:limit]
+    categories: dict[str, float] = {}
+    for e in kernels:
+        family = kernel_family(e.key)
+        categories[family] = categories.get(family, 0.0) + e.self_device_time_total / 1000
     return {
         "gpu_ms": sum(e.self_device_time_total for e in kernels) / 1000,
         "launches": sum(e.count for e in kernels),
+        "categories": dict(sorted(categories.items(), key=lambda kv: -kv[1])),
         "top_kernels": [
             {"name": e.key[:100], "ms": e.self_device_time_total / 1000, "count": e.count}
             for e in heavy

@@ -214,6 +214,8 @@ def main() -> None:
             answer(_unit(command, vocab, timed))
         elif op == "gpu_step":
             answer(_gpu_step(llm, command, vocab, timed))
+        elif op == "prefill_profile":
+            answer(_prefill_profile(llm, command, vocab, timed))
         else:
             answer({"error": f"unknown op {op!r}"})
 
@@ -249,6 +251,19 @@ def _unit(command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
     prefill = _prompt_ids(1, length, vocab, command["seed"])
     out["prefill_s"] = min(timed(prefill, 1) for _ in range(repeats))
     return {"begin": begin, "end": time.time(), **out}
+
+
+def _prefill_profile(llm: Any, command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
+    """One ``length``-token prefill (one output token) under the torch profiler, warmed
+    twice first: its wall time and its kernels (``_bench_worker.top_kernels``)."""
+    prompts = _prompt_ids(1, command["length"], vocab, 4)
+    for _ in range(2):
+        timed(prompts, 1)
+    llm.collective_rpc("bench_record_start", kwargs={"profile": True})
+    wall_s = timed(prompts, 1)
+    profile = llm.collective_rpc("bench_record_stop")[0]
+    keys = ("gpu_ms", "launches", "top_kernels", "categories")
+    return {"wall_ms": 1000 * wall_s, **{k: profile[k] for k in keys if k in profile}}
 
 
 def _gpu_step(llm: Any, command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
