@@ -523,7 +523,7 @@ PATCHES: tuple[Patch, ...] = (
         remove_when=(
             "vLLM joins the sync client's output thread on shutdown (or makes it drop its "
             "outputs before waiting), or the supported Pythons no longer pthread_exit a "
-            "thread at finalization (tests/e2e/test_features.py's stock exit test then fails)"
+            "thread at finalization (the feature tests' stock exit test then fails)"
         ),
         apply=_client_threads_end_before_the_interpreter,
         devices=tuple(DEVICE_PACKAGES),
