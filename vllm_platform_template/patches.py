@@ -34,7 +34,6 @@ import importlib.util
 import os
 import queue
 import sys
-import threading
 import time
 import types
 import weakref
@@ -322,7 +321,7 @@ def stop_client_and_join_output_thread(client_ref: Callable[[], Any], thread: An
     if client is not None:
         client.shutdown()  # a no-op once vLLM's finalizer or its monitor thread ran it
     del client
-    if thread.is_alive() and thread is not threading.current_thread():
+    if thread.is_alive():  # exit handlers run in the main thread, never this one
         thread.join(OUTPUT_THREAD_JOIN_S)
         if thread.is_alive():
             logger.warning(

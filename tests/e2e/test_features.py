@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from engine_exit import stock_exit_abort
+from feature_runner import EXIT_LINE, OUTPUT_THREAD
 
 from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 
@@ -35,11 +36,6 @@ pytestmark = pytest.mark.e2e
 RUNNER = Path(__file__).with_name("feature_runner.py")
 ENGINES = ("generate", "ngram", "pooling", "sleep")
 TIMEOUT_S = 900
-# feature_runner.py's names (a script, not a module the tests import)
-EXIT_LINE = "output threads alive as the interpreter finalizes:"
-OUTPUT_THREAD = "EngineCoreOutputQueueThread"
-
-
 DEVICES = ("cpu", "stock")
 
 
@@ -77,19 +73,6 @@ def runs(engine_runs) -> dict[str, dict[str, subprocess.CompletedProcess]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def answers(runs) -> dict[str, dict[str, Any]]:
-    """``answers[engine][device]``: the report a runner printed, whatever its exit status
-    (the exit tests judge that); ``None`` if it printed none."""
-    out: dict[str, dict[str, Any]] = {}
-    for engine, by_device in runs.items():
-        out[engine] = {}
-        for device, proc in by_device.items():
-            lines = proc.stdout.strip().splitlines()
-            out[engine][device] = json.loads(lines[-1]) if lines else None
-    return out
-
-
 def _alive_at_finalization(proc: subprocess.CompletedProcess) -> list[str] | None:
     """The output threads the runner found alive as its interpreter began to finalize."""
     found = [line.split(EXIT_LINE, 1)[1] for line in proc.stderr.splitlines() if EXIT_LINE in line]
@@ -122,70 +105,71 @@ def test_stock_leaves_its_output_thread_to_the_finalizing_interpreter(runs) -> N
     )
 
 
-def _answer(answers: dict, runs: dict, engine: str, device: str) -> dict[str, Any]:
-    answer = answers[engine][device]
-    if answer is None:
-        pytest.fail(f"the {device} {engine} runner printed no answer:\n"
-                    f"{runs[engine][device].stderr[-5000:]}")  # fmt: skip
-    return answer
+def _answer(runs: dict, engine: str, device: str) -> dict[str, Any]:
+    """The report a runner printed, whatever its exit status (the exit tests judge that)."""
+    proc = runs[engine][device]
+    lines = proc.stdout.strip().splitlines()
+    if not lines:
+        pytest.fail(f"the {device} {engine} runner printed no answer:\n{proc.stderr[-5000:]}")
+    return json.loads(lines[-1])
 
 
-def _both(answers: dict, runs: dict, engine: str, key: str) -> tuple[Any, Any]:
-    ours, stock = (_answer(answers, runs, engine, d) for d in DEVICES)
+def _both(runs: dict, engine: str, key: str) -> tuple[Any, Any]:
+    ours, stock = (_answer(runs, engine, d) for d in DEVICES)
     assert ours["platform"] == "TemplateCpuPlatform" and stock["platform"] == "CpuPlatform"
     return ours[key], stock[key]
 
 
 @pytest.mark.feature("structured output")
-def test_structured_output(answers, runs) -> None:
+def test_structured_output(runs) -> None:
     for key in ("structured_json", "structured_regex", "structured_choice"):
-        ours, stock = _both(answers, runs, "generate", key)
+        ours, stock = _both(runs, "generate", key)
         assert ours == stock, key
     # the schema's object, begun (the tiny model pads it with the whitespace JSON allows,
     # so 48 tokens may end before the closing brace)
-    text = answers["generate"]["cpu"]["structured_json"]
+    text = _answer(runs, "generate", "cpu")["structured_json"]
     assert text.lstrip().startswith("{") and '"name"' in text
-    assert answers["generate"]["cpu"]["structured_choice"] in ("Bennet", "Darcy", "Bingley")
+    assert _answer(runs, "generate", "cpu")["structured_choice"] in ("Bennet", "Darcy", "Bingley")
 
 
 @pytest.mark.feature("prefix caching")
-def test_prefix_caching(answers, runs) -> None:
-    ours, stock = _both(answers, runs, "generate", "prefix_caching")
+def test_prefix_caching(runs) -> None:
+    ours, stock = _both(runs, "generate", "prefix_caching")
     assert ours == stock
     assert ours["cached_first"] == 0 and ours["cached_again"] >= 256 and ours["same_tokens"]
 
 
 @pytest.mark.feature("chunked prefill")
-def test_chunked_prefill(answers, runs) -> None:
-    ours, stock = _both(answers, runs, "generate", "chunked_prefill")
+def test_chunked_prefill(runs) -> None:
+    ours, stock = _both(runs, "generate", "chunked_prefill")
     assert ours == stock and len(ours) == 16
 
 
 @pytest.mark.feature("prompt logprobs")
-def test_prompt_logprobs(answers, runs) -> None:
-    ours, stock = _both(answers, runs, "generate", "prompt_logprobs")
+def test_prompt_logprobs(runs) -> None:
+    ours, stock = _both(runs, "generate", "prompt_logprobs")
     assert ours == stock and ours[0] is None and all(entry for entry in ours[1:])
 
 
 @pytest.mark.feature("n>1 seeded sampling")
-def test_n2_seeded_sampling(answers, runs) -> None:
-    ours, stock = _both(answers, runs, "generate", "n2_seeded")
+def test_n2_seeded_sampling(runs) -> None:
+    ours, stock = _both(runs, "generate", "n2_seeded")
     assert ours == stock and len(ours) == 2 and ours[0] != ours[1]
 
 
 @pytest.mark.feature("stop strings")
-def test_stop_strings(answers, runs) -> None:
-    ours, stock = _both(answers, runs, "generate", "stop_strings")
+def test_stop_strings(runs) -> None:
+    ours, stock = _both(runs, "generate", "stop_strings")
     assert ours == stock and ours["finish_reason"] == "stop" and "," not in ours["text"]
 
 
 @pytest.mark.feature("speculative decoding (ngram)")
-def test_ngram_speculative_decoding(answers, runs, hf_greedy) -> None:
-    ours, stock = _both(answers, runs, "ngram", "ngram_tokens")
+def test_ngram_speculative_decoding(runs, hf_greedy) -> None:
+    ours, stock = _both(runs, "ngram", "ngram_tokens")
     assert ours == stock
-    prompts = answers["ngram"]["cpu"]["ngram_prompt_ids"]
+    prompts = _answer(runs, "ngram", "cpu")["ngram_prompt_ids"]
     assert ours == hf_greedy(prompts, 32)  # speculation changes no greedy token
-    metrics, stock_metrics = _both(answers, runs, "ngram", "spec_decode_metrics")
+    metrics, stock_metrics = _both(runs, "ngram", "spec_decode_metrics")
     assert metrics == stock_metrics and metrics["vllm:spec_decode_num_drafts"] > 0
     accepted = metrics["vllm:spec_decode_num_accepted_tokens"]
     drafted = metrics["vllm:spec_decode_num_draft_tokens"]
@@ -193,14 +177,14 @@ def test_ngram_speculative_decoding(answers, runs, hf_greedy) -> None:
 
 
 @pytest.mark.feature("embeddings (pooling)")
-def test_embeddings(answers, runs) -> None:
-    ours, stock = _both(answers, runs, "pooling", "embeddings")
+def test_embeddings(runs) -> None:
+    ours, stock = _both(runs, "pooling", "embeddings")
     assert ours == stock and len(ours) == 2 and ours[0] != ours[1]
 
 
 @pytest.mark.feature("sleep mode")
-def test_sleep_mode_is_refused_as_stock_refuses_it(answers, runs, record_property) -> None:
-    ours, stock = (_answer(answers, runs, "sleep", d) for d in DEVICES)
+def test_sleep_mode_is_refused_as_stock_refuses_it(runs, record_property) -> None:
+    ours, stock = (_answer(runs, "sleep", d) for d in DEVICES)
     assert "refused" in stock, "stock vLLM CPU runs sleep mode now: test it on the template"
     assert ours.get("refused") == stock["refused"]
     assert "Sleep mode is not supported on current platform" in ours["refused"]
