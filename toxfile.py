@@ -18,7 +18,7 @@ compares (base Python, dependencies, extras, the package) is compared as
 before, so an environment whose packages differ is still reinstalled or rebuilt.
 The same approach as the ``tox-ignore-env-name-mismatch`` plugin, in-tree so
 that a fresh clone needs no plugin install (tox would provision one).
-``tests/unit/test_tox_shared_env.py`` runs two names in a row and fails on a
+``tests/shared/test_tox_shared_env.py`` runs two names in a row and fails on a
 recreate.
 """
 

@@ -25,7 +25,7 @@
   engine did not run.
 
 Each returns plain lists and dicts, so the unit tests drive it with made-up
-probe results (``tests/unit/test_gpu_e2e_checks.py``).
+probe results (``tests/project/test_e2e_bench_checks.py``).
 """
 
 from __future__ import annotations

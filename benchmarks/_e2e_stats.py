@@ -22,7 +22,7 @@ the log ratios are normal and independent, and :func:`coverage` measures how
 close it comes on noise like the GPUs' (lognormal and heavy-tailed unit noise, a
 drifting host, the carry-over): the harness prints that measured coverage, not a
 claimed 95 %. At 8 quads (4 pairs) it held 1 in 95.0-95.7 % of 4000 simulated
-null runs of each noise model of ``NOISE_MODELS`` (``tests/unit/test_gpu_e2e_checks.py``
+null runs of each noise model of ``NOISE_MODELS`` (``tests/project/test_e2e_bench_checks.py``
 holds it within 93.5-96.5 %). The percentile bootstrap of the median over single
 quads, which it replaced, held 1 in 93 % of them on lognormal noise (the four
 metrics' family at 1 - 0.05/4 each: 91-93 %), and in 100 % when a 3 % carry-over

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gpu")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "devices" / "gpu" / "speed_tier")]
 
 from toy_decoder import PiecewiseGraphs, ToyConfig, ToyDecoder  # noqa: E402
 

@@ -404,6 +404,7 @@ def bench_layer_host(quick: bool) -> list[dict]:
     functions (checked every call), the planned unchecked launches, and
     ``TEMPLATE_ATTN``'s layer (impl) as vLLM calls it, when vLLM is importable.
     """
+    from vllm_platform_template.devices.gpu.kernels import kv_write
     from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
 
     num_heads, num_kv_heads, head_size, block_size, context = 32, 8, 128, 16, 512
@@ -426,19 +427,19 @@ def bench_layer_host(quick: bool) -> list[dict]:
         pa.paged_attention(query, key_cache, value_cache, out, block_table, seq_lens, qsl, scale, 1)
 
     def unchecked() -> None:
-        pa.write_kv_unchecked(key, value, key_cache, value_cache, slots)
+        kv_write.write_kv_unchecked(key, value, key_cache, value_cache, slots)
         planned()
 
     def write_jit() -> None:  # Triton binds and specializes every call
         ks, kcs = key.stride(), key_cache.stride()
-        pa._reshape_and_cache_kernel[(1, 1)](
+        kv_write._reshape_and_cache_kernel[(1, 1)](
             key, value, key_cache, value_cache, slots, ks[0], ks[1], ks[0], ks[1],
             kcs[0], kcs[1], kcs[2], kcs[0], kcs[1], kcs[2], block_size,
             key_cache.shape[0] * block_size, num_kv_heads, head_size, BLOCK_H=8, BLOCK_D=128,
         )  # fmt: skip
 
     def write_planned() -> None:
-        pa.write_kv_unchecked(key, value, key_cache, value_cache, slots)
+        kv_write.write_kv_unchecked(key, value, key_cache, value_cache, slots)
 
     variants: dict[str, Callable[[], None]] = {
         "KV write, Triton JIT": write_jit,

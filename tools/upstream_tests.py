@@ -15,7 +15,7 @@ What it does, in order:
    anything is extracted;
 3. extracts its ``tests/``, ``examples/`` and ``pyproject.toml`` (vLLM's pytest
    settings) beside the cached file, never into this repository;
-4. runs each group of the selection file (``tests/upstream/selection.toml``) in
+4. runs each group of the selection file (``tests/project/upstream/selection.toml``) in
    its own pytest process inside that tree, on vLLM's stock CPU platform
    (``VLLM_TEMPLATE_DEVICE`` unset), on the template's (``=cpu``) or both, with
    the selection's exclusions deselected, the model names of its
@@ -60,7 +60,7 @@ except ModuleNotFoundError:  # Python 3.10
     tomllib = None  # type: ignore[assignment]
 
 ROOT = Path(__file__).resolve().parents[1]
-SELECTION = ROOT / "tests" / "upstream" / "selection.toml"
+SELECTION = ROOT / "tests" / "project" / "upstream" / "selection.toml"
 PLUGIN_DIR = Path(__file__).resolve().parent
 PLUGIN = "upstream_pytest_plugin"  # tools/upstream_pytest_plugin.py, loaded into each run
 REPORT_ENV = "UPSTREAM_REPORT"  # where the plugin writes the outcomes

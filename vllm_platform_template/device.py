@@ -8,13 +8,13 @@ glue and the hand-written model never branch on the device: they ask
 :func:`device_for` (by torch device type, e.g. ``x.device.type``) or
 :func:`platform_device` (the device of vLLM's current platform).
 
-The lookup goes by the package name in ``settings.DEVICE_PACKAGES``, as vLLM
+The lookup goes through the device registry (``devices/__init__.py``), as vLLM
 resolves its platforms and attention backends by qualified name: the layers
 below the platforms never import a device folder, and a device folder's
 ``device.py`` imports only the device API and its own kernels (no vLLM, no
 platform), so the import
-graph stays one-way (``tests/unit/test_import_graph.py``). Adding a device is
-adding a folder: ``settings.DEVICE_PACKAGES`` is read from the folders present.
+graph stays one-way (``tests/shared/test_import_graph.py``). Adding a device is
+adding a folder: the registry is read from the folders present.
 
 The plugin's own torch operators (``template::*``, which vLLM's quantized and MoE
 layers call) reach the table through :func:`counted_kernel`, which counts their
@@ -24,7 +24,6 @@ calls for the worker's report.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,8 +31,8 @@ from typing import Any, Protocol
 
 import torch
 
+from vllm_platform_template.devices import DEVICE_PACKAGES, folder_module
 from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout
-from vllm_platform_template.settings import DEVICE_PACKAGES
 
 # The punica wrapper on the device-neutral LoRA operators (plain torch): a folder whose
 # device torch drives names it as its ``punica_wrapper`` (``lora/punica.py``).
@@ -161,7 +160,13 @@ class AttentionKernels(Protocol):
         query_start_loc: torch.Tensor,
         scale: float,
         plan: Any,
-    ) -> None: ...
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+    ) -> None:
+        """Causal attention of ``query`` over the paged caches into ``output``, as ``plan``
+        says. ``key``/``value`` ``[T, Hkv, D]``: the step's new keys and values, already
+        written to the caches; kernels may read the new keys there instead."""
+        ...
 
 
 @dataclass
@@ -290,11 +295,10 @@ def _kernels_status(status: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
 @functools.cache
 def device_for(torch_device_type: str) -> TemplateDevice | None:
     """The template device whose tensors have ``torch_device_type``, or None."""
-    package = DEVICE_PACKAGES.get(torch_device_type)
-    if package is None:
+    if torch_device_type not in DEVICE_PACKAGES:
         return None
-    device = importlib.import_module(f"{package}.device").DEVICE
-    assert isinstance(device, TemplateDevice), package
+    device = folder_module(torch_device_type, "device").DEVICE  # type: ignore[union-attr]
+    assert isinstance(device, TemplateDevice), torch_device_type
     return device
 
 

@@ -16,36 +16,25 @@ patches travel with its folder. Two kinds:
   instance; the function that does it lives beside its entry and the listed caller
   calls it.
 
-This module imports nothing from the plugin but its logger, settings and
-``process_exit`` (device folders' patch modules are imported by name when the
-registry is read), so the compiler and the graph wrapper call it without importing
-the platform layer.
+The code of the shutdown and signal patches is ``shutdown.py``'s (its functions
+are named after their entries); a patch waits for vLLM's import of what it
+changes through ``after_import.py``. This module imports nothing from the plugin
+but the device registry (each device folder's patches module, read by device
+type) and ``shutdown``, so the compiler and the graph wrapper
+call it without importing the platform layer.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
-import gc
-import importlib
-import importlib.abc
-import importlib.util
-import os
-import queue
 import sys
-import time
-import types
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_platform_template.log import get_logger
-from vllm_platform_template.process_exit import exit_after_the_exit_handlers
-from vllm_platform_template.settings import DEVICE_PACKAGES
-
-logger = get_logger(__name__)
+from vllm_platform_template import shutdown
+from vllm_platform_template.devices import DEVICE_PACKAGES, folder_module
 
 
 @dataclass(frozen=True)
@@ -54,281 +43,10 @@ class Patch:
     why: str
     upstream: str
     remove_when: str
-    devices: tuple[str, ...]
+    devices: tuple[str, ...] | None = None  # the device types it applies on; None: every one
     scope: str = "process"  # "process": apply_patches; "call": called by `caller`
     apply: Callable[[], None] | None = None
     caller: str = ""
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``callback(module)`` right after module ``name`` is executed (once)."""
-
-    def __init__(self, name: str, callback: Callable[[types.ModuleType], None]) -> None:
-        self.name = name
-        self.callback = callback
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)  # one shot; the search below must not come back here
-        spec = importlib.util.find_spec(fullname)
-        loader = spec.loader if spec is not None else None
-        if loader is None:
-            return spec
-        exec_module = loader.exec_module
-        callback = self.callback
-
-        def exec_then_callback(module: types.ModuleType) -> None:
-            exec_module(module)
-            callback(module)
-
-        loader.exec_module = exec_then_callback  # type: ignore[method-assign]
-        return spec
-
-
-def after_import(name: str, callback: Callable[[types.ModuleType], None]) -> None:
-    """``callback(module)`` now if module ``name`` is imported, else right after its import.
-
-    A patch of a module that costs an import nobody asked for (vLLM's Ray executor
-    imports Ray: about 1.4 s) waits for vLLM to import it; so does a registration
-    for a class vLLM defines only when it imports a backend (``custom_ops/hw_agnostic.py``).
-    """
-    module = sys.modules.get(name)
-    if module is not None:
-        callback(module)
-    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, callback))
-
-
-# The classes whose ``shutdown`` is the last thing a dedicated vLLM process runs:
-# ``run_engine_core`` and ``WorkerProc.worker_main`` call it in their ``finally``, then
-# the process returns from its multiprocessing target and the interpreter finalizes.
-EXITING_PROCESS_CLASSES = (
-    ("vllm.v1.engine.core", "EngineCoreProc"),
-    ("vllm.v1.executor.multiproc_executor", "WorkerProc"),
-)
-
-
-def _end_spawned_processes_like_forked_ones() -> None:
-    """After vLLM's orderly teardown of a spawned engine or worker process, skip finalization."""
-    for module_name, class_name in EXITING_PROCESS_CLASSES:
-        after_import(module_name, functools.partial(_exit_after_shutdown, class_name=class_name))
-
-
-def _exit_after_shutdown(module: types.ModuleType, class_name: str) -> None:
-    cls = getattr(module, class_name, None)
-    original = getattr(cls, "shutdown", None)
-    if cls is None or original is None or getattr(original, "__template_patched__", False):
-        return
-
-    @functools.wraps(original)
-    def shutdown(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not (multiprocessing_child() and ending_cleanly()):
-            return original(self, *args, **kwargs)
-        # The process ends after this teardown: vLLM's full collections in it
-        # (the model runner's and cleanup_dist_env_and_memory's gc.collect) free
-        # nothing the OS would not, and cost a second each on a busy host.
-        with no_garbage_collection():
-            result = original(self, *args, **kwargs)
-        gc.disable()
-        exit_after_the_exit_handlers(0)
-        return result
-
-    shutdown.__template_patched__ = True  # type: ignore[attr-defined]
-    cls.shutdown = shutdown
-
-
-def multiprocessing_child() -> bool:
-    """True in a process vLLM started through ``multiprocessing`` (engine core, worker).
-
-    An engine built in the user's own process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``)
-    runs ``EngineCore``, not ``EngineCoreProc``, and no ``WorkerProc``; Ray actors are
-    no multiprocessing children either: their processes are left to end as they do.
-    """
-    import multiprocessing
-
-    return multiprocessing.parent_process() is not None
-
-
-def ending_cleanly() -> bool:
-    """True unless an exception other than ``SystemExit(0)`` is propagating.
-
-    ``shutdown`` runs in the ``finally`` of the process's target: the exception
-    on its way out (if any) decides the exit status. A failing process keeps
-    the interpreter's normal exit: its traceback and status 1.
-    """
-    error = sys.exc_info()[1]
-    return error is None or (isinstance(error, SystemExit) and error.code in (None, 0))
-
-
-# vLLM's generic grace for a process at shutdown (v1/utils.py::shutdown, timeout None).
-ENGINE_EXIT_GRACE_S = 5.0
-
-
-class ReapedAwareProcess:
-    """A ``multiprocessing`` process as vLLM's shutdown sees it, alive only if its pid is.
-
-    ``Process.is_alive`` polls ``waitpid``; when another thread (vLLM's engine
-    liveness monitor) reaps the child first, the poll gets ``ECHILD`` and
-    multiprocessing answers "alive" for a process that is gone.
-    """
-
-    def __init__(self, process: Any) -> None:
-        self._process = process
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._process, name)
-
-    def is_alive(self) -> bool:
-        if not self._process.is_alive():
-            return False
-        pid = self._process.pid
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:  # reaped by another thread: it has exited
-            return False
-        except PermissionError:  # someone else's pid now: ours has exited
-            return False
-        return True
-
-
-def _reaped_process_is_not_force_killed() -> None:
-    """vLLM's process shutdown asks a reaped-aware liveness of each process."""
-    for module_name in ("vllm.v1.utils", "vllm.v1.engine.utils"):
-        after_import(module_name, _shutdown_with_reaped_aware_processes)
-
-
-def _shutdown_with_reaped_aware_processes(module: types.ModuleType) -> None:
-    original = getattr(module, "shutdown", None)
-    if original is None or getattr(original, "__template_patched__", False):
-        return
-
-    @functools.wraps(original)
-    def shutdown(procs: list[Any], timeout: float | None = None) -> None:
-        return original([ReapedAwareProcess(p) for p in procs], timeout=timeout)
-
-    shutdown.__template_patched__ = True  # type: ignore[attr-defined]
-    setattr(module, "shutdown", shutdown)  # noqa: B010  (the rebinding is this patch)
-
-
-def _engine_exit_grace_in_abort_mode() -> None:
-    """``vllm serve``'s abort-mode shutdown gives the EngineCore vLLM's 5 s, not 0 s."""
-    after_import("vllm.v1.engine.utils", _grace_instead_of_zero)
-
-
-def _grace_instead_of_zero(module: types.ModuleType) -> None:
-    original = getattr(module, "get_engine_process_shutdown_timeout", None)
-    if original is None or getattr(original, "__template_patched__", False):
-        return
-
-    @functools.wraps(original)
-    def get_engine_process_shutdown_timeout(
-        request_timeout: float | None, process_timeout: float | None
-    ) -> float | None:
-        timeout = original(request_timeout, process_timeout)
-        if request_timeout == 0 and timeout == 0:
-            return ENGINE_EXIT_GRACE_S
-        return timeout
-
-    get_engine_process_shutdown_timeout.__template_patched__ = True  # type: ignore[attr-defined]
-    setattr(  # noqa: B010  (the rebinding is this patch)
-        module, "get_engine_process_shutdown_timeout", get_engine_process_shutdown_timeout
-    )
-
-
-# The longest an idle EngineCore's main thread waits for a request without running the
-# signal handlers Python has queued for it: its shutdown latency after a SIGTERM.
-IDLE_WAIT_SLICE_S = 0.2
-
-
-def _idle_engine_core_runs_its_signal_handlers() -> None:
-    """The EngineCore's blocking wait for requests returns every ``IDLE_WAIT_SLICE_S``."""
-    after_import("vllm.v1.engine.core", _sliced_input_queue_waits)
-
-
-def _sliced_input_queue_waits(module: types.ModuleType) -> None:
-    # The patch is applied while the EngineCore is being built (vLLM loads the general
-    # plugins in EngineCore.__init__): its busy loop, entered after, slices the waits.
-    for name in ("EngineCoreProc", "DPEngineCoreProc"):
-        cls = getattr(module, name, None)
-        original = vars(cls).get("run_busy_loop") if cls is not None else None
-        if original is None or getattr(original, "__template_patched__", False):
-            continue
-        setattr(cls, "run_busy_loop", _with_sliced_waits(original))  # noqa: B010
-
-
-def _with_sliced_waits(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def run_busy_loop(self: Any, *args: Any, **kwargs: Any) -> Any:
-        requests = getattr(self, "input_queue", None)
-        if isinstance(requests, queue.Queue):
-            # the same queue (vLLM's threads hold it): only this instance's get changes
-            requests.get = functools.partial(sliced_get, requests)  # type: ignore[method-assign]
-            logger.debug("the EngineCore waits for requests in %.1f s slices", IDLE_WAIT_SLICE_S)
-        return original(self, *args, **kwargs)
-
-    run_busy_loop.__template_patched__ = True  # type: ignore[attr-defined]
-    return run_busy_loop
-
-
-def sliced_get(requests: queue.Queue, block: bool = True, timeout: float | None = None) -> Any:
-    """``requests.get(block, timeout)`` whose blocking wait lasts ``IDLE_WAIT_SLICE_S`` at a
-    time: between two slices the thread runs Python again, so the handlers of signals
-    that arrived meanwhile run (in the main thread, where Python runs them)."""
-    if not block:
-        return queue.Queue.get(requests, False)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        left = IDLE_WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
-        try:
-            return queue.Queue.get(requests, True, max(0.0, min(IDLE_WAIT_SLICE_S, left)))
-        except queue.Empty:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise
-
-
-# The longest the interpreter's exit waits for a sync client's output thread to end.
-OUTPUT_THREAD_JOIN_S = 10.0
-
-
-def _client_threads_end_before_the_interpreter() -> None:
-    """Each sync engine client stops, and its output thread ends, before finalization."""
-    after_import("vllm.v1.engine.core_client", _sync_client_stopped_at_exit)
-
-
-def _sync_client_stopped_at_exit(module: types.ModuleType) -> None:
-    cls = getattr(module, "SyncMPClient", None)
-    original = vars(cls).get("__init__") if cls is not None else None
-    if original is None or getattr(original, "__template_patched__", False):
-        return
-
-    @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        # Registered after vLLM's own weakref.finalize exit hook exists (the client made
-        # its finalizer above), so it runs before that hook: handlers run last in, first out.
-        atexit.register(stop_client_and_join_output_thread, weakref.ref(self),
-                        self.output_queue_thread)  # fmt: skip
-
-    __init__.__template_patched__ = True  # type: ignore[attr-defined]
-    setattr(cls, "__init__", __init__)  # noqa: B010  (the rebinding is this patch)
-
-
-def stop_client_and_join_output_thread(client_ref: Callable[[], Any], thread: Any) -> None:
-    """At exit, in the main thread: stop the client if it runs, then wait for its output
-    thread (``OUTPUT_THREAD_JOIN_S`` at most), which drops its last outputs as it ends."""
-    client = client_ref()
-    if client is not None:
-        client.shutdown()  # a no-op once vLLM's finalizer or its monitor thread ran it
-    del client
-    if thread.is_alive():  # exit handlers run in the main thread, never this one
-        thread.join(OUTPUT_THREAD_JOIN_S)
-        if thread.is_alive():
-            logger.warning(
-                "vLLM's engine output thread did not end within %.0f s of the client's "
-                "shutdown; the interpreter exits beside it",
-                OUTPUT_THREAD_JOIN_S,
-            )
 
 
 def input_fake_mode_for_standalone_compile(
@@ -350,24 +68,9 @@ def input_fake_mode_for_standalone_compile(
     return contextlib.nullcontext()
 
 
-@contextlib.contextmanager
-def no_garbage_collection() -> Iterator[None]:
-    """No garbage collection inside (``gc.collect`` a no-op, automatic collection off)."""
-    from unittest.mock import patch
-
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        with patch("gc.collect", lambda *a, **k: 0):
-            yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def no_gc_during_capture() -> contextlib.AbstractContextManager[None]:
     """No garbage collection while one graph is captured (``gc.collect`` a no-op)."""
-    return no_garbage_collection()
+    return shutdown.no_garbage_collection()
 
 
 PATCHES: tuple[Patch, ...] = (
@@ -403,8 +106,7 @@ PATCHES: tuple[Patch, ...] = (
             "worker processes on every platform (#49082 or the like), or its shutdown "
             "budget covers them on a busy host"
         ),
-        apply=_end_spawned_processes_like_forked_ones,
-        devices=tuple(DEVICE_PACKAGES),
+        apply=shutdown.end_spawned_processes_like_forked_ones,
     ),
     Patch(
         name="reaped_process_is_not_force_killed",
@@ -428,8 +130,7 @@ PATCHES: tuple[Patch, ...] = (
             "vLLM's shutdown joins the engine process once (or its liveness monitor stops "
             "reaping), or multiprocessing's poll reports a child another thread reaped as exited"
         ),
-        apply=_reaped_process_is_not_force_killed,
-        devices=tuple(DEVICE_PACKAGES),
+        apply=shutdown.reaped_process_is_not_force_killed,
     ),
     Patch(
         name="idle_engine_core_runs_its_signal_handlers",
@@ -465,8 +166,7 @@ PATCHES: tuple[Patch, ...] = (
             "Python signal handler (signal.set_wakeup_fd, or a signal-handling thread with "
             "sigwait), or CPython's lock waits run pending handlers"
         ),
-        apply=_idle_engine_core_runs_its_signal_handlers,
-        devices=tuple(DEVICE_PACKAGES),
+        apply=shutdown.idle_engine_core_runs_its_signal_handlers,
     ),
     Patch(
         name="engine_exit_grace_in_abort_mode",
@@ -488,8 +188,7 @@ PATCHES: tuple[Patch, ...] = (
             "shutdown through the module global"
         ),
         remove_when="vLLM gives the EngineCore a cleanup grace in abort mode on every platform",
-        apply=_engine_exit_grace_in_abort_mode,
-        devices=tuple(DEVICE_PACKAGES),
+        apply=shutdown.engine_exit_grace_in_abort_mode,
     ),
     Patch(
         name="client_threads_end_before_the_interpreter",
@@ -524,8 +223,7 @@ PATCHES: tuple[Patch, ...] = (
             "outputs before waiting), or the supported Pythons no longer pthread_exit a "
             "thread at finalization (the feature tests' stock exit test then fails)"
         ),
-        apply=_client_threads_end_before_the_interpreter,
-        devices=tuple(DEVICE_PACKAGES),
+        apply=shutdown.client_threads_end_before_the_interpreter,
     ),
     Patch(
         name="standalone_compile_input_fake_mode",
@@ -539,7 +237,6 @@ PATCHES: tuple[Patch, ...] = (
             "(vllm/compilation/compiler_interface.py) applies the same workaround"
         ),
         remove_when="standalone_compile accepts inputs that carry their own fake mode",
-        devices=tuple(DEVICE_PACKAGES),
         scope="call",
         caller="compiler/compiler.py::TemplateCompiler._aot_eager (fusion_only, fallback)",
     ),
@@ -555,7 +252,6 @@ PATCHES: tuple[Patch, ...] = (
             "the same way when CUDAGraphOptions.gc_disable is set"
         ),
         remove_when="torch's graph capture stops collecting garbage, or offers a flag for it",
-        devices=tuple(DEVICE_PACKAGES),
         scope="call",
         caller="graph_wrapper/wrapper.py::TemplateGraphWrapper._capture (gc_disable)",
     ),
@@ -565,11 +261,12 @@ PATCHES: tuple[Patch, ...] = (
 @functools.cache
 def all_patches() -> tuple[Patch, ...]:
     """The whole registry: :data:`PATCHES`, then each device folder's ``patches.PATCHES``
-    (the folders of ``settings.DEVICE_PACKAGES`` that have a ``patches`` module)."""
+    (the folders of ``devices.DEVICE_PACKAGES`` that have a ``patches`` module)."""
     entries = list(PATCHES)
-    for package in DEVICE_PACKAGES.values():
-        if importlib.util.find_spec(f"{package}.patches") is not None:
-            entries += importlib.import_module(f"{package}.patches").PATCHES
+    for device_type in DEVICE_PACKAGES:
+        module = folder_module(device_type, "patches", required=False)
+        if module is not None:
+            entries += module.PATCHES
     return tuple(entries)
 
 
@@ -584,7 +281,8 @@ def apply_patches(device: str) -> list[str]:
     """Apply the registry's process patches for ``device``; returns their names."""
     applied = []
     for patch in all_patches():
-        if patch.scope == "process" and patch.apply is not None and device in patch.devices:
+        on_device = patch.devices is None or device in patch.devices
+        if patch.scope == "process" and patch.apply is not None and on_device:
             patch.apply()
             applied.append(patch.name)
     return applied

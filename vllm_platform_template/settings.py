@@ -1,9 +1,8 @@
 """The plugin's settings and names: the one leaf module every layer may import.
 
-It imports nothing of the plugin, nor vLLM nor torch, so importing a setting
-never runs a version check or loads a kernel (as vllm-ascend's
-``ascend_config.py`` and vllm-metal's ``config.py``); the device registry reads
-the device folders' ``__init__`` tables (standard library only) on first use.
+It imports nothing of the plugin, nor vLLM nor torch, and reads no device
+folder, so importing a setting never runs a version check or loads a kernel (as
+vllm-ascend's ``ascend_config.py`` and vllm-metal's ``config.py``).
 
 What lives here:
 
@@ -15,8 +14,6 @@ What lives here:
 
       --additional-config '{"template": {"compile_stage": "fusion_only"}}'
 
-- the device registry (``DEVICE_PACKAGES``, ``PLATFORM_QUALNAMES``), from the
-  device folders present;
 - the names other modules meet each other by: qualnames vLLM resolves
   (compiler, pass manager, graph wrapper, attention backend), the pass-manager
   key, the attention backend's name and its kernel paths.
@@ -31,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-PLUGIN_VERSION = "0.1.0"  # pyproject.toml's version (tests/unit/test_import_graph.py checks)
+PLUGIN_VERSION = "0.1.0"  # pyproject.toml's version (tests/shared/test_import_graph.py checks)
 
 # --- environment --------------------------------------------------------------
 DEVICE_ENV = "VLLM_TEMPLATE_DEVICE"
@@ -44,7 +41,7 @@ ENV_PREFIX = "VLLM_TEMPLATE_"
 # (TemplateDevice.environment_variables), and flags other VLLM_TEMPLATE_* names, so a
 # typo is not silently ignored.
 ENVIRONMENT_VARIABLES = {
-    DEVICE_ENV: "the template device (a key of DEVICE_PACKAGES); unset: plugin inactive",
+    DEVICE_ENV: "the template device (a device folder's torch device type); unset: inactive",
     ALLOW_UNSUPPORTED_VLLM_ENV: "1: run on a vLLM release the plugin is not built for",
     CACHE_ENV: "where the embedded models are written (~/.cache/vllm-platform-template)",
 }
@@ -53,50 +50,9 @@ ENVIRONMENT_VARIABLES = {
 SUPPORTED_VLLM_VERSION = "0.32.0"
 SUPPORTED_VLLM_VERSIONS = ("0.32.0", "0.33.0")
 
-# --- devices: one folder each (devices/<name>/) --------------------------------------
+# --- the package --------------------------------------------------------------------
+# (the device registry, which reads the device folders, is ``devices/__init__.py``)
 PACKAGE = "vllm_platform_template"
-DEVICES_PACKAGE = f"{PACKAGE}.devices"
-# Read from the device folders present, on first use (PEP 562, below): each folder's
-# ``__init__`` names its torch device type (``DEVICE_TYPE``) and its platform class
-# (``PLATFORM_CLASS``, in its ``platform.py``), importing nothing but the standard
-# library and its identity table. A plugin made by ``vllm-template new`` has the folders
-# it has, so nothing here names one.
-DEVICE_PACKAGES: dict[str, str]
-"""torch device type (= the VLLM_TEMPLATE_DEVICE value) -> the device's folder."""
-PLATFORM_QUALNAMES: dict[str, str]
-"""torch device type -> its vLLM Platform class, as the platform entry point returns it."""
-
-
-@functools.cache
-def _device_folders() -> tuple[dict[str, str], dict[str, str]]:
-    import importlib
-    import pkgutil
-
-    devices = importlib.import_module(DEVICES_PACKAGE)
-    packages: dict[str, str] = {}
-    platforms: dict[str, str] = {}
-    for info in sorted(pkgutil.iter_modules(devices.__path__), key=lambda i: i.name):
-        if not info.ispkg:
-            continue
-        folder = importlib.import_module(f"{DEVICES_PACKAGE}.{info.name}")
-        device_type: str = folder.DEVICE_TYPE
-        if device_type in packages:
-            raise RuntimeError(
-                f"{folder.__name__} and {packages[device_type]} both name device type "
-                f"{device_type!r}: one folder per device"
-            )
-        packages[device_type] = folder.__name__
-        platforms[device_type] = f"{folder.__name__}.platform.{folder.PLATFORM_CLASS}"
-    return packages, platforms
-
-
-def __getattr__(name: str) -> Any:
-    if name == "DEVICE_PACKAGES":
-        return _device_folders()[0]
-    if name == "PLATFORM_QUALNAMES":
-        return _device_folders()[1]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 # --- names vLLM resolves ----------------------------------------------------------
 COMPILER_QUALNAME = f"{PACKAGE}.compiler.TemplateCompiler"

@@ -7,6 +7,6 @@
   semantics.
 
 The plugin, ``vllm_platform_template``, is what vLLM's entry points load; it never
-imports this package (``tests/unit/test_import_graph.py`` checks), and this package
+imports this package (``tests/shared/test_import_graph.py`` checks), and this package
 imports the plugin as any user of it would.
 """

@@ -14,9 +14,9 @@ kernel table (``ir_impls``, ``custom_ops``), the attention kernels of
 ``TEMPLATE_ATTN``, the graph backend of the graph wrapper, the IR op priorities
 and graph defaults of the config policy. Read by
 ``vllm_platform_template.device.device_for``; imports no vLLM and no platform
-code. Proven by ``tests/e2e/test_gpu_first_light.py`` (eager engines on the
-device, tokens equal to transformers), ``tests/unit/test_attention_backend.py``
-(the attention path) and ``tests/unit/test_custom_op_registration.py``.
+code. Proven by ``tests/devices/gpu/test_gpu_first_light.py`` (eager engines on the
+device, tokens equal to transformers), ``tests/shared/test_attention_backend.py``
+(the attention path) and ``tests/shared/test_custom_op_registration.py``.
 """
 
 from __future__ import annotations

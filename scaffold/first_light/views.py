@@ -10,7 +10,7 @@ on the device, return a device tensor over the same bytes as a pinned CPU
 tensor (writes visible both ways) from your runtime's host-mapped memory, name
 it as ``DEVICE.pinned_device_view``, and the protocol in the identity's
 ``array_interface``. Until then the first-light policy (V1 model runner, no
-views) is what ``tests/unit/test_gpu_platform.py`` holds; the section's test
+views) is what ``tests/devices/gpu/test_gpu_platform.py`` holds; the section's test
 turns green once Model Runner V2 runs on the device.
 """
 

@@ -216,5 +216,7 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
             query_start_loc=md.query_start_loc,
             scale=self.scale,
             plan=md.plan,
+            key=key if n == key.shape[0] else key[:n],
+            value=value if n == value.shape[0] else value[:n],
         )
         return output

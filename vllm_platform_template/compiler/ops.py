@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 
 from vllm_platform_template.device import kernel_table
+from vllm_platform_template.devices import DEVICE_PACKAGES
 from vllm_platform_template.reference_kernels import reference
-from vllm_platform_template.settings import DEVICE_PACKAGES
 
 
 @torch.library.custom_op("template::silu_and_mul", mutates_args=())

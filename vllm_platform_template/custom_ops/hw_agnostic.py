@@ -79,7 +79,7 @@ def register_hw_agnostic_ops() -> None:
     except ImportError:
         return  # a vLLM without the hardware-agnostic layers
 
-    from vllm_platform_template.patches import after_import
+    from vllm_platform_template.after_import import after_import
 
     if "RMSNorm" not in op_registry_oot:
 

@@ -25,8 +25,8 @@ from torch import Tensor
 from vllm import ir
 
 from vllm_platform_template.device import KernelTable, TemplateDevice, device_for, kernel_table
+from vllm_platform_template.devices import DEVICE_PACKAGES
 from vllm_platform_template.ir_impls.status import PROVIDER_STATUS, ProviderStatus
-from vllm_platform_template.settings import DEVICE_PACKAGES
 
 __all__ = ["PROVIDER_STATUS", "ProviderStatus", "register_providers"]
 

@@ -4,7 +4,9 @@ vLLM's RFC "Changes in vLLM Model Development" moves new models toward
 hand-fused ops written into per-hardware model code (``models/<model>/<vendor>/``
 with its own ``kernels/`` and ``tests/``), instead of relying on full-graph
 compilation and compiler fusion passes. This package is that road for the
-template device; the compiler road is ``vllm_platform_template.compiler``.
+template device (its kernels here, their tests with the plugin's other tests in
+``tests/full_plugin/test_fused_ops.py``: the package carries no test code); the
+compiler road is ``vllm_platform_template.compiler``.
 
 vLLM hook: ``ModelConfig.model_class_overrides`` - the platform's
 ``apply_config_platform_defaults`` calls :func:`use_model_code`, which points an

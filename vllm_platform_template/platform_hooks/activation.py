@@ -24,11 +24,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from vllm_platform_template.devices import PLATFORM_QUALNAMES, folder_module
 from vllm_platform_template.settings import (
     ALLOW_UNSUPPORTED_VLLM_ENV,
     DEVICE_ENV,
-    DEVICE_PACKAGES,
-    PLATFORM_QUALNAMES,
     SUPPORTED_VLLM_VERSION,
     SUPPORTED_VLLM_VERSIONS,
 )
@@ -88,8 +87,7 @@ def vllm_version_problem(
 def device_problem(device: str, found: tuple[str, str] | None) -> str | None:
     """A message if this machine cannot run the ``device`` backend (its folder's
     ``availability.problem``, loaded by name like the platform itself)."""
-    availability = importlib.import_module(f"{DEVICE_PACKAGES[device]}.availability")
-    problem: str | None = availability.problem(found)
+    problem: str | None = folder_module(device, "availability").problem(found)  # type: ignore[union-attr]
     return problem
 
 

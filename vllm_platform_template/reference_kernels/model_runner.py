@@ -10,9 +10,9 @@ runner"). The slot contract is the paged cache's (``paged_attention``): token
 ``i`` of request ``r`` at position ``p`` lands in slot
 ``block_table[r, p // block_size] * block_size + p % block_size``; slots past
 the batch's tokens are padding (``PAD_ID``). No vLLM import here. Proven by
-``tests/unit/test_model_runner_kernels.py`` (against the loop of vLLM's kernel,
+``tests/shared/test_model_runner_kernels.py`` (against the loop of vLLM's kernel,
 and launched through vLLM's own launcher) and by the first-light engine
-test (``tests/e2e/test_gpu_first_light.py``).
+test (``tests/devices/gpu/test_gpu_first_light.py``).
 """
 
 from __future__ import annotations

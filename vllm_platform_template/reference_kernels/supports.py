@@ -7,7 +7,7 @@ sparse GELU kernels take (:class:`RowKernels`: device types, dtypes, row layout,
 alignment, a required weight, ``variance_size``) and gets the three checks with
 vLLM's argument lists. The checks look at dtype, device and layout only - never at
 the batch size, so dispatch does not change with load. Proven by
-``tests/unit/test_kernel_supports.py`` and each folder's own tests (the conformance
+``tests/shared/test_kernel_supports.py`` and each folder's own tests (the conformance
 kit's ``test_falls_through`` runs every provider's checks).
 """
 

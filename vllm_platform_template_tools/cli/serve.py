@@ -16,8 +16,8 @@ import argparse
 import os
 import sys
 
+from vllm_platform_template.devices import DEVICE_PACKAGES
 from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
-from vllm_platform_template.settings import DEVICE_PACKAGES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

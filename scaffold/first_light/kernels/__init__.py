@@ -17,7 +17,7 @@ device. The rotary embedding and the attention kernels come later
 
 vLLM hooks served: ``Platform.import_kernels`` (``device.load_libraries``) and,
 through ``device.py``'s kernel table, the IR provider and the CustomOps. No vLLM
-import. Proven by ``tests/e2e/test_gpu_first_light.py`` (the table serves an
+import. Proven by ``tests/devices/gpu/test_gpu_first_light.py`` (the table serves an
 eager engine on the device; its operators are dispatched there, counted).
 """
 

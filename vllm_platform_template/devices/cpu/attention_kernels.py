@@ -342,6 +342,8 @@ class CpuAttentionKernels:
         query_start_loc: torch.Tensor,
         scale: float,
         plan: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
     ) -> None:
         _cpu_attention(
             query,

@@ -6,8 +6,9 @@ the upstream reference and when to remove it (``patches.Patch``). The registry
 (``patches.all_patches``) takes :data:`PATCHES` from this folder as it takes every
 device folder's; the process patches are applied by ``apply_patches("cpu")``, the
 scoped ones by the callers named in their entries (the worker, the platform, the
-kernel loader). Proven by ``tests/unit/test_patch_registry.py`` and
-``tests/unit/test_quiet_log.py`` (the batch defaults), ``tests/unit/test_ray_support.py``.
+kernel loader). Proven by ``tests/shared/test_patch_registry.py`` and
+``tests/full_plugin/test_quiet_log.py`` (the batch defaults),
+``tests/full_plugin/test_ray_support.py``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from vllm_platform_template.after_import import after_import
 from vllm_platform_template.log import get_logger
-from vllm_platform_template.patches import Patch, after_import
+from vllm_platform_template.patches import Patch
 
 logger = get_logger(__name__)
 

@@ -2,7 +2,7 @@
 
 vLLM hook: the CPU platform's ``check_and_update_config`` (``platform.py``)
 reads the config, calls these and writes the result; each is unit-tested
-without building a ``VllmConfig`` (``tests/unit/test_policy.py``). They
+without building a ``VllmConfig`` (``tests/shared/test_policy.py``). They
 restore what stock vLLM does on ``is_cpu()``, which an out-of-tree platform is not.
 """
 

@@ -45,7 +45,7 @@ logger = get_logger(__name__)
 # ray.init refuses node resources when it joins a running cluster ("When connecting to
 # an existing cluster, resources must not be provided"): the node declares its own.
 _JOINING_MARK = "existing cluster"
-# Said when no local Ray instance could start (tests/e2e/test_ray.py skips on it).
+# Said when no local Ray instance could start (tests/full_plugin/test_ray.py skips on it).
 COULD_NOT_START = "could not start a local Ray instance"
 
 

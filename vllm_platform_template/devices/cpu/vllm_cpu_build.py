@@ -46,9 +46,9 @@ ISA_LEVELS = tuple(level for level, _ in X86_BUILDS)
 BUILD_NAMES = tuple(name for _, name in X86_BUILDS)
 # How each build runs bf16, as measured: every build runs vLLM's bf16 kernels
 # (rms_norm, fused_add_rms_norm, silu_and_mul, rotary, paged attention) within bf16
-# tolerance of fp32 references (tests/unit/test_vllm_cpu_build.py::
+# tolerance of fp32 references (tests/devices/cpu/test_vllm_cpu_build.py::
 # test_every_build_runs_bf16_kernels forces each build the CPU can run), and the
-# ``small`` model runs end to end in bf16 on each (tests/e2e/test_bf16_parity.py).
+# ``small`` model runs end to end in bf16 on each (tests/full_plugin/test_bf16_parity.py).
 # The one rule the demo and the bf16 tests follow: :func:`bf16_problem`.
 BF16_BY_ISA = {
     "avx512_bf16": "native bf16 instructions (AMX tiles in attention where present)",

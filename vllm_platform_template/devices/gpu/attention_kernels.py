@@ -7,15 +7,15 @@ cache layout, the reference's). The builder keeps one
 ``TritonAttentionPlanner`` per KV-cache group: a launch plan per batch shape,
 made once, and one persistent split scratch, so a FULL graph can hold a decode
 step (``full_graphs``). docs/porting-guide.md, "Attention kernels".
-Proven by ``tests/unit/test_triton_kernels_interpret.py`` (Triton's interpreter
-on the CPU) and, on the device, ``tests/gpu/test_triton_kernels.py``.
+Proven by ``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py`` (Triton's interpreter
+on the CPU) and, on the device, ``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from vllm_platform_template.devices.gpu.kernels import paged_attention, rotary
+from vllm_platform_template.devices.gpu.kernels import kv_write, paged_attention, rotary
 from vllm_platform_template.devices.gpu.kernels.paged_attention import (
     AttentionPlan,
     TritonAttentionPlanner,
@@ -48,7 +48,7 @@ class TritonAttentionKernels:
         value_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
     ) -> None:
-        paged_attention.write_kv_unchecked(key, value, key_cache, value_cache, slot_mapping)
+        kv_write.write_kv_unchecked(key, value, key_cache, value_cache, slot_mapping)
 
     def attend(
         self,
@@ -62,6 +62,8 @@ class TritonAttentionKernels:
         query_start_loc: torch.Tensor,
         scale: float,
         plan: AttentionPlan,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
     ) -> None:
         paged_attention.attend_unchecked(
             query,
@@ -73,6 +75,8 @@ class TritonAttentionKernels:
             query_start_loc,
             scale,
             plan,
+            key,
+            value,
         )
 
     def rope_and_write_kv(

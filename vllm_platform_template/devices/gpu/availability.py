@@ -27,7 +27,7 @@ Two checks, both read from ``identity.py``:
 Every problem is reported at once, each naming the hook, its files and its
 section of docs/porting-guide.md, so a port sees its whole list at the first
 run instead of an error at some later import. Proven on any machine, with a
-fake device module, by ``tests/unit/test_device_identity.py``.
+fake device module, by ``tests/shared/test_device_identity.py``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_platform_template.devices import DEVICE_PACKAGES
 from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY, DeviceIdentity
-from vllm_platform_template.settings import DEVICE_ENV, DEVICE_PACKAGES
+from vllm_platform_template.settings import DEVICE_ENV
 
 FOLDER = f"devices/{Path(__file__).parent.name}"
 GUIDE = "docs/porting-guide.md"

@@ -23,7 +23,8 @@ routes vLLM's call to it.
 The platform names this class once the identity names a graph class of the
 device module; in first light, and for ``torch.accelerator.Graph`` (whose capture
 context the patch gives with ``torch.Stream``), vLLM's own ``DeviceCommunicatorBase``,
-which does the same collectives. Proven by ``tests/unit/test_communicator_graph_capture.py``
+which does the same collectives. Proven by
+``tests/devices/gpu/speed_tier/test_communicator_graph_capture.py``
 (vLLM's real ``graph_capture`` on one CPU rank) and, on two devices, the device
 tier's tensor- and pipeline-parallel tests.
 """

@@ -6,7 +6,8 @@ kernels of ``TEMPLATE_ATTN``, the graph backend of the graph wrapper, the IR
 op priorities and graph defaults of the config policy. Read by
 ``vllm_platform_template.device.device_for``; imports no vLLM and no platform
 code (only this folder's kernels, loaded lazily). Proven by the conformance kit
-(``tests/unit/test_conformance.py``, on the device) and ``tests/unit/test_policy.py``.
+(``tests/full_plugin/conformance/test_conformance.py``, on the device) and
+``tests/shared/test_policy.py``.
 """
 
 from __future__ import annotations

@@ -15,10 +15,11 @@ The outputs are kept as non-owning views where the identity names an array
 interface (``views.py``), so later captures reuse the blocks of outputs the next
 piece has consumed; without one, as they are (the pool keeps their memory
 either way). docs/porting-guide.md, "Graph capture". Proven on the device by
-``tests/gpu/test_device_graphs.py`` and ``tests/e2e/test_gpu_engine.py``
+``tests/devices/gpu/speed_tier/test_device_graphs.py`` and
+``tests/devices/gpu/speed_tier/test_gpu_engine.py``
 (captures, replays, tokens equal to transformers), and through
 ``torch.accelerator.Graph`` on the PrivateUse1 test device by
-``tests/unit/test_gpu_graphs_accelerator.py``.
+``tests/devices/gpu/speed_tier/test_gpu_graphs_accelerator.py``.
 """
 
 from __future__ import annotations

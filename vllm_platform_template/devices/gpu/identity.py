@@ -15,7 +15,7 @@ names the hook with its guide section (``availability.py``), before vLLM imports
 anything of this folder. The speed tier's (graph API, kernel compiler, array
 interface) may stay ``None``: the platform then runs that part in first light
 (eager, vLLM's V1 model runner, the reference kernels). Proven by
-``tests/unit/test_device_identity.py``.
+``tests/shared/test_device_identity.py``.
 
 Only the standard library here: the entry point reads this table in every vLLM
 process, before vLLM has finished loading plugins.

@@ -6,7 +6,7 @@ that Model Runner V2's input buffers are read through, and the communicator's
 graph-capture context. Each entry says why, the upstream reference and when to
 remove it (``patches.Patch``); the registry (``patches.all_patches``) takes
 :data:`PATCHES` from this folder, applied by ``apply_patches`` for this folder's
-device type. Proven by ``tests/unit/test_patch_registry.py`` (each entry documented,
+device type. Proven by ``tests/shared/test_patch_registry.py`` (each entry documented,
 no rebinding outside a registry module); in the speed tier, by the communicator's
 graph-capture test and the engine tests that read pinned buffers on the device.
 """
@@ -19,8 +19,9 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
+from vllm_platform_template.after_import import after_import
 from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
-from vllm_platform_template.patches import Patch, after_import
+from vllm_platform_template.patches import Patch
 
 # vLLM modules that bind ``get_accelerator_view_from_cpu_tensor`` by name at import.
 _UVA_VIEW_USERS = (

@@ -45,8 +45,8 @@ Which hook serves what (docs/porting-guide.md; tiers in ``availability.HOOKS``):
   ``DeviceCommunicatorBase`` in first light, ``communicator.py`` (its graph
   capture) with a graph API.
 
-Proven by ``tests/unit/test_gpu_platform.py`` (any machine: the shape, the
-identity and the first-light policy), ``tests/e2e/test_gpu_first_light.py``
+Proven by ``tests/devices/gpu/test_gpu_platform.py`` (any machine: the shape, the
+identity and the first-light policy), ``tests/devices/gpu/test_gpu_first_light.py``
 (first light on the device: tokens equal to transformers', weights and KV cache
 in the device's memory; a plugin generated for the PrivateUse1 test device runs
 it in CI) and the device tier's engine tests.

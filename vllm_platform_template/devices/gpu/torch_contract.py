@@ -7,7 +7,7 @@ test device provides it and the test). ``vllm-template doctor`` runs
 :func:`probe` for the device it diagnoses and names every row that fails, so a
 port sees what its extension still lacks before an engine starts. Each probe
 uses only the identity table (``identity.py``) and torch's device-neutral APIs;
-the test device passes every row (``tests/unit/test_torch_contract.py``).
+the test device passes every row (``tests/shared/test_torch_contract.py``).
 """
 
 from __future__ import annotations

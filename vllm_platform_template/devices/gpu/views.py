@@ -20,8 +20,8 @@ describing device memory, no compiled code involved):
 
 A device without this protocol gives the same answers with its runtime's
 host-mapped memory (docs/porting-guide.md, "Pinned and UVA buffers").
-Proven by ``tests/unit/test_gpu_views.py`` (the refusals on any machine, the views
-on the device in its ``gpu``-marked tests) and ``tests/e2e/test_gpu_engine.py``.
+Proven by ``tests/devices/gpu/speed_tier/test_gpu_views.py`` (the refusals on any machine, the views
+on the device in its ``gpu``-marked tests) and ``tests/devices/gpu/speed_tier/test_gpu_engine.py``.
 
 No vLLM import: this is kernel-layer code, used by the patch registry.
 """

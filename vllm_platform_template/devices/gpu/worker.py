@@ -32,8 +32,8 @@ and model runner" (first light) and "8. Model Runner V2" (speed)).
   V2's by the worker (``graph_wrapper.stats.watch_full_graphs``), V1's by their
   wrapper (``graph_wrapper/full.py``).
 
-Proven by ``tests/unit/test_gpu_platform.py`` (the worker and memory pool the
-platform names), ``tests/e2e/test_gpu_first_light.py`` (the worker on the
+Proven by ``tests/devices/gpu/test_gpu_platform.py`` (the worker and memory pool the
+platform names), ``tests/devices/gpu/test_gpu_first_light.py`` (the worker on the
 device; in CI, a generated plugin's on the PrivateUse1 test device).
 """
 

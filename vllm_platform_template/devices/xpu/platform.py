@@ -5,7 +5,7 @@ vLLM hook: the class the entry point (``platform_hooks.activation.register``) na
 PyTorch's XPU device) with the ``template_ipex`` IR provider first in eager
 mode and the fusion-only stage. No XPU was available to this project: its
 config policy (IR priorities, graph defaults) is unit-tested on CPU
-(``tests/unit/test_xpu_device.py``); nothing here has run on an XPU.
+(``tests/devices/xpu/test_xpu_device.py``); nothing here has run on an XPU.
 Imported only when selected (``vllm.platforms.xpu`` needs ``vllm_xpu_kernels``).
 """
 

@@ -1,1 +1,1 @@
-"""Llama with the template device's hand-fused ops (model, kernels and tests together)."""
+"""Llama with the template device's hand-fused ops (the model and its kernels)."""

@@ -199,6 +199,8 @@ class ReferenceAttentionKernels:
         query_start_loc: torch.Tensor,
         scale: float,
         plan: Any,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
     ) -> None:
         paged_attention(
             query, key_cache, value_cache, output, block_table, seq_lens, query_start_loc, scale

@@ -6,7 +6,10 @@ One module per kernel family, each importing only torch and triton (never vLLM):
 - ``activation``: ``silu_and_mul`` and ``gelu_and_mul_sparse``.
 - ``rotary``: in-place rotary embedding, optionally fused with the KV-cache write.
 - ``paged_attention``: ``reshape_and_cache_`` and causal paged attention over the
-  plugin's KV-cache layout (mixed prefill/decode, grouped-query heads).
+  plugin's KV-cache layout (mixed prefill/decode, grouped-query heads), planned per
+  batch shape; its kernels by purpose: ``kv_write`` (the cache write),
+  ``attention_prefill`` (the general kernel), ``attention_decode`` (split-KV decode
+  and its merge) and ``attention_tile`` (the online-softmax step both repeat).
 - ``library``: the IR ops' kernels as torch operators (``template_triton::*``, with
   fake implementations), so vLLM's IR lowering can trace them into compiled pieces.
 
@@ -14,7 +17,8 @@ The public functions check their inputs on the host and raise ``ValueError``
 saying what to change; kernels only ever touch memory inside the tensors they
 are given. The same kernels run on the CPU through Triton's interpreter when
 ``TRITON_INTERPRET=1`` is set before these modules are imported (Triton reads it
-when ``@triton.jit`` wraps a kernel); that is how ``tests/unit`` checks them.
+when ``@triton.jit`` wraps a kernel); that is how
+``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py`` checks them.
 
 This ``__init__`` imports neither torch nor triton: :func:`triton_available` does,
 lazily, and the helpers below are for the kernel modules.
@@ -23,8 +27,8 @@ vLLM hooks served: ``Platform.import_kernels`` (``device.load_libraries`` import
 them) and, through ``device.py``'s kernel table, the IR provider, the CustomOps,
 the fused model and the attention kernels (docs/porting-guide.md, "Kernels: IR
 providers and custom ops").
-Proven by ``tests/unit/test_triton_kernels_interpret.py`` (Triton's interpreter
-on the CPU) and, on the device, ``tests/gpu/test_triton_kernels.py``.
+Proven by ``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py`` (Triton's interpreter
+on the CPU) and, on the device, ``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ the whole gate row for its statistics, so one program owns a row.
 
 vLLM hooks served: the ``SiluAndMul`` CustomOp and the fused model
 (``silu_and_mul``) and the IR op ``gelu_and_mul_sparse``, through ``device.py``'s
-kernel table. Proven by ``tests/unit/test_triton_kernels_interpret.py`` and, on
-the device, ``tests/gpu/test_triton_kernels.py``.
+kernel table. Proven by ``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py`` and, on
+the device, ``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

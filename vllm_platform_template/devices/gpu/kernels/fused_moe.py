@@ -26,7 +26,8 @@ epilogue.
 
 vLLM hook served: the MoE layers' monolithic method (``moe/fused_moe_method.py``)
 through ``device.py``'s kernel table. Proven by
-``tests/unit/test_triton_kernels_interpret.py`` and ``tests/gpu/test_triton_kernels.py``.
+``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py`` and
+``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ bytes); larger ``M`` uses square tiles. No host sync, fixed grids per shape: a g
 hold it.
 
 vLLM hook served: the W8A8 INT8 linear layers (``quantization/int8_linear.py``) through
-``device.py``'s kernel table. Proven by ``tests/unit/test_triton_kernels_interpret.py``
-(the interpreter against the reference) and ``tests/gpu/test_triton_kernels.py``.
+``device.py``'s kernel table. Proven by
+``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py``
+(the interpreter against the reference) and ``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

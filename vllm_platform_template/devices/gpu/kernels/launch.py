@@ -17,7 +17,7 @@ goes through the interpreter. The compiled launcher's calling convention
 (``CompiledKernel.run(gx, gy, gz, stream, function, packed_metadata,
 launch_metadata, enter_hook, exit_hook, *args)``, every signature argument in
 order) is Triton's own ``JITFunction.run``; it is the same in Triton 3.6 and
-3.9 (``tests/gpu/test_triton_kernels.py`` launches through it on the device).
+3.9 (``tests/devices/gpu/speed_tier/test_triton_kernels.py`` launches through it on the device).
 
 vLLM hook served: none directly; the attention kernels of ``TEMPLATE_ATTN``
 (``attention_kernels.py``) launch through it.

@@ -18,8 +18,8 @@ Several rows share a program when ``H`` is small.
 
 vLLM hooks served: the IR ops ``rms_norm`` / ``fused_add_rms_norm`` (provider
 ``template_triton``) and the ``RMSNorm`` CustomOp, through ``device.py``'s kernel
-table. Proven by ``tests/unit/test_triton_kernels_interpret.py``, the conformance
-kit and, on the device, ``tests/gpu/test_triton_kernels.py``.
+table. Proven by ``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py``, the conformance
+kit and, on the device, ``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ launches the kernel.
 
 The device kernel table (``device.py``) hands these wrappers to the IR
 provider, the CustomOps and the fused model alike. Proven by
-``tests/e2e/test_gpu_engine.py::test_compiled_stages_without_graphs_match``
+``tests/devices/gpu/speed_tier/test_gpu_engine.py::test_compiled_stages_without_graphs_match``
 (fusion-only on the device, no piece falling back) and, without a device,
-``tests/unit/test_triton_kernels_interpret.py`` (``check_ir_kernels_as_torch_operators``:
+``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py``
+(``check_ir_kernels_as_torch_operators``:
 results, in-place mutation and tracing with fake tensors, under Triton's interpreter).
 """
 

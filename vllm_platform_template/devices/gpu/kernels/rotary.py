@@ -24,8 +24,8 @@ device sync): the kernel reads no memory for it and rotates by cos = sin = 0.
 
 vLLM hooks served: the ``RotaryEmbedding`` CustomOp (through ``device.py``'s
 kernel table) and the fused model's rotary + KV write (``attention_kernels.py``).
-Proven by ``tests/unit/test_triton_kernels_interpret.py`` and, on the device,
-``tests/gpu/test_triton_kernels.py``.
+Proven by ``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py`` and, on the device,
+``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ are fine; the last dimension must be contiguous.
 
 vLLM hook served: the IR providers' ``supports_args`` and the CustomOps' choice
 of kernel, through ``device.py``'s kernel table. Proven by
-``tests/unit/test_gpu_kernel_supports.py`` (on fake device tensors) and, on the device,
+``tests/devices/gpu/speed_tier/test_gpu_kernel_supports.py`` (on fake device tensors) and, on the
+device,
 the conformance kit's ``test_falls_through``.
 """
 

@@ -1,0 +1,188 @@
+"""vLLM features on one engine of the embedded tiny model: what each answers, as JSON.
+
+    python tests/full_plugin/feature_runner.py DEVICE ENGINE [--late-output-thread]
+                                                # DEVICE: cpu (template) or stock
+
+``ENGINE`` picks the engine and the features it serves (fp32, eager, seeded):
+
+- ``generate``: prefix caching and chunked prefill on (``max_num_batched_tokens`` 64, so
+  a 300-token prompt is prefilled in chunks): structured output (JSON schema, regex,
+  choice), prefix caching (the cached tokens of a prompt sent twice), chunked prefill
+  (a long prompt's greedy tokens), prompt logprobs, ``n=2`` seeded sampling, stop
+  strings;
+- ``ngram``: speculative decoding with vLLM's n-gram proposer (3 tokens), greedy tokens
+  and the acceptance counts vLLM reports;
+- ``pooling``: the same checkpoint as an embedding model (``runner="pooling"``): the
+  embedding vectors of two prompts;
+- ``sleep``: ``enable_sleep_mode``: the engine's answer, or the error that refused it.
+
+Prints one JSON line: the platform, the engine's answers per feature (token ids, texts,
+vectors rounded to 1e-5, counts) and, per feature, an error string where vLLM refused it.
+``tests/full_plugin/test_features.py`` compares the template with stock vLLM CPU.
+
+Each runner is also a user's script that must exit cleanly: it stops nothing itself, and
+as the interpreter is about to finalize (its first exit handler, which runs last) one
+stderr line names vLLM's client output threads still alive. A thread that frees outputs
+holding tensors (a pooling output is one) while the interpreter finalizes aborts the
+process ("terminate called without an active exception"; the patch registry's
+``client_threads_end_before_the_interpreter``). ``--late-output-thread`` makes that race
+certain instead of occasional: the output thread wakes ``LATE_S`` late from its stop
+signal, as on a host too busy to schedule it, so it is still alive at finalization
+unless the main thread waits for it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import sys
+import threading
+from typing import Any
+
+PROMPT = "It is a truth universally acknowledged,"
+LONG_PROMPT = " ".join(["Elizabeth walked on, and said no more."] * 30)
+ENGINE_ARGS: dict[str, dict[str, Any]] = {
+    "generate": {"enable_prefix_caching": True, "enable_chunked_prefill": True,
+                 "max_num_batched_tokens": 64, "max_num_seqs": 8},
+    "ngram": {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3,
+                                     "prompt_lookup_max": 4, "prompt_lookup_min": 2},
+              "disable_log_stats": False},
+    "pooling": {"runner": "pooling"},
+    "sleep": {"enable_sleep_mode": True},
+}  # fmt: skip
+# vLLM 0.32's SyncMPClient output thread (vllm/v1/engine/core_client.py)
+OUTPUT_THREAD = "EngineCoreOutputQueueThread"
+EXIT_LINE = "output threads alive as the interpreter finalizes:"
+LATE_S = 1.0
+
+
+def _report_output_threads() -> None:
+    alive = sorted(t.name for t in threading.enumerate() if t.name == OUTPUT_THREAD)
+    print(f"{EXIT_LINE} {json.dumps(alive)}", file=sys.stderr, flush=True)
+
+
+def _output_thread_wakes_late() -> None:
+    """The output thread sleeps ``LATE_S`` after a poll that returns its stop signal (the
+    one PAIR socket it polls; vLLM 0.32 ``SyncMPClient.process_outputs_socket``)."""
+    import time
+
+    import zmq
+
+    poll = zmq.Poller.poll
+
+    def late_poll(self: zmq.Poller, *args: Any, **kwargs: Any) -> list:
+        events = poll(self, *args, **kwargs)
+        if threading.current_thread().name == OUTPUT_THREAD and any(
+            getattr(sock, "socket_type", None) == zmq.PAIR for sock, _ in events
+        ):
+            time.sleep(LATE_S)
+        return events
+
+    zmq.Poller.poll = late_poll  # type: ignore[method-assign]
+
+
+def _ids(outputs: Any) -> list[list[int]]:
+    return [list(o.outputs[0].token_ids) for o in outputs]
+
+
+def generate_features(llm: Any) -> dict[str, Any]:
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    def greedy(**kw: Any) -> SamplingParams:
+        return SamplingParams(temperature=0.0, max_tokens=kw.pop("max_tokens", 16), **kw)
+
+    def text(prompt: str, params: SamplingParams) -> str:
+        return llm.generate([prompt], params, use_tqdm=False)[0].outputs[0].text
+
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+              "age": {"type": "integer"}}, "required": ["name", "age"]}  # fmt: skip
+    out: dict[str, Any] = {}
+    as_json = StructuredOutputsParams(json=schema)
+    out["structured_json"] = text(PROMPT, greedy(max_tokens=48, structured_outputs=as_json))
+    regex = StructuredOutputsParams(regex=r"[a-z]{3,6} [0-9]{2}")
+    out["structured_regex"] = text(PROMPT, greedy(max_tokens=12, structured_outputs=regex))
+    choice = StructuredOutputsParams(choice=["Bennet", "Darcy", "Bingley"])
+    out["structured_choice"] = text(PROMPT, greedy(structured_outputs=choice))
+    first = llm.generate([LONG_PROMPT], greedy(), use_tqdm=False)[0]
+    again = llm.generate([LONG_PROMPT], greedy(), use_tqdm=False)[0]
+    out["prefix_caching"] = {"cached_first": first.num_cached_tokens,
+                             "cached_again": again.num_cached_tokens,
+                             "prompt_tokens": len(first.prompt_token_ids),
+                             "same_tokens": list(first.outputs[0].token_ids)
+                             == list(again.outputs[0].token_ids)}  # fmt: skip
+    out["chunked_prefill"] = list(first.outputs[0].token_ids)
+    logprobs = llm.generate([PROMPT], greedy(max_tokens=1, prompt_logprobs=2), use_tqdm=False)
+    out["prompt_logprobs"] = [
+        None if entry is None else sorted((tid, round(lp.logprob, 4)) for tid, lp in entry.items())
+        for entry in logprobs[0].prompt_logprobs
+    ]
+    sampled = llm.generate([PROMPT], SamplingParams(n=2, temperature=0.8, seed=1234, max_tokens=12),
+                           use_tqdm=False)[0]  # fmt: skip
+    out["n2_seeded"] = [list(c.token_ids) for c in sampled.outputs]
+    stop = greedy(max_tokens=40, stop=[","])
+    stopped = llm.generate([PROMPT], stop, use_tqdm=False)[0].outputs[0]
+    out["stop_strings"] = {"text": stopped.text, "finish_reason": stopped.finish_reason}
+    return out
+
+
+def ngram_features(llm: Any) -> dict[str, Any]:
+    from vllm import SamplingParams
+
+    prompts = [LONG_PROMPT[:200], PROMPT]
+    outputs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=32),
+                           use_tqdm=False)  # fmt: skip
+    metrics = {m.name: getattr(m, "value", None) for m in llm.get_metrics()
+               if m.name.startswith("vllm:spec_decode")}  # fmt: skip
+    prompt_ids = [list(o.prompt_token_ids) for o in outputs]
+    return {"ngram_tokens": _ids(outputs), "ngram_prompt_ids": prompt_ids,
+            "spec_decode_metrics": metrics}  # fmt: skip
+
+
+def pooling_features(llm: Any) -> dict[str, Any]:
+    outputs = llm.embed([PROMPT, "Elizabeth walked on"], use_tqdm=False)
+    return {"embeddings": [[round(x, 5) for x in o.outputs.embedding] for o in outputs]}
+
+
+def sleep_features(llm: Any) -> dict[str, Any]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=12)
+    before = _ids(llm.generate([PROMPT], params, use_tqdm=False))
+    llm.sleep(level=1)
+    llm.wake_up()
+    return {"sleep_tokens": [before, _ids(llm.generate([PROMPT], params, use_tqdm=False))]}
+
+
+FEATURES = {"generate": generate_features, "ngram": ngram_features,
+            "pooling": pooling_features, "sleep": sleep_features}  # fmt: skip
+
+
+def main(device: str, engine: str, late_output_thread: bool) -> None:
+    atexit.register(_report_output_threads)  # before vLLM's exit handlers: runs after them
+    if late_output_thread:
+        _output_thread_wakes_late()
+    from vllm_platform_template_tools.cli.environment import logs_to_stderr, select_device
+    from vllm_platform_template_tools.embedded_model import ensure_model
+
+    select_device(None if device == "stock" else device)
+    logs_to_stderr()
+    model_dir = ensure_model("tiny")
+    from vllm import LLM
+    from vllm.platforms import current_platform
+
+    report: dict[str, Any] = {"engine": engine, "platform": type(current_platform).__name__}
+    try:
+        llm = LLM(model=str(model_dir), dtype="float32", seed=0, enforce_eager=True,
+                  max_model_len=512, kv_cache_memory_bytes=256 << 20,
+                  **ENGINE_ARGS[engine])  # fmt: skip
+    except Exception as exc:  # vLLM refused the feature: the refusal is the answer
+        report["refused"] = f"{type(exc).__name__}: {exc}"[:600]
+        print(json.dumps(report), flush=True)
+        return
+    report.update(FEATURES[engine](llm))
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], "--late-output-thread" in sys.argv[3:])

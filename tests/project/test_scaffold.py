@@ -1,0 +1,372 @@
+"""``vllm-template new``: the generated plugins install and pass their own checks on the CPU.
+
+Both shapes are generated: the full plugin (``new acme``: its device folder for
+CUDA and the CPU reference backend) and the first-light plugin (``new acme
+--device npu``: the folder's first-light tier, identity table set to ``npu``).
+Each is installed (editable, no dependencies) into a virtualenv that sees this
+environment's packages through a ``.pth`` file, so vLLM is not installed
+twice, and runs its own lint (ruff); the first-light one also its type check
+(mypy), its whole unit tier and its own first-light tests on the PrivateUse1 test device
+(``tests/test_device``: eager engines through the device folder on one and two
+test devices, tokens equal to transformers'); the full one one engine parity
+run of its e2e tier on its CPU backend, and its type check and whole unit tier
+where ``SCAFFOLD_FULL=1`` (``tox -e scaffold``: they are this project's own, renamed,
+about four CPU-minutes CI does not spend twice); and vLLM's own platform resolution
+shows the first-light one's user that no npu device is there without the test
+device. Independent steps of the two run side by side (the machine has few
+cores; mypy is one thread). On a machine with the device (GPU tier), the full
+project's own device-tier parity tests run too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hf_reference import decoding_of
+
+from vllm_platform_template.devices.gpu.availability import FIRST_LIGHT, HOOKS
+from vllm_platform_template.devices.gpu.identity import IDENTITY
+from vllm_platform_template_tools.cli.new import generate, port_identity
+
+pytestmark = pytest.mark.e2e
+
+DEVICES = ("cuda", "npu")
+FULL_ENV = "SCAFFOLD_FULL"  # 1: the full plugin's whole type check and unit tier too
+FOLDERS = {"cuda": "gpu", "npu": "npu"}  # device type -> its folder (and its tests' names)
+# What each project's own tox sets: the first-light plugin for npu runs on the PrivateUse1
+# test device (tests/test_device, built by this project's tox and shared by its build cache).
+DEVICE_ENVS = {"cuda": {}, "npu": {"NPU_TEST_DEVICE": "1"}}
+RUFF = Path(sys.executable).parent / "ruff"
+
+
+class Project:
+    """A generated plugin installed into its own virtualenv."""
+
+    def __init__(self, root: Path, python: Path) -> None:
+        self.root, self.python = root, python
+
+    def start(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(a) for a in args],
+            cwd=self.root,
+            env={**_clean_env(), "VLLM_CACHE_ROOT": str(self.root / ".cache"), **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+def _clean_env() -> dict[str, str]:
+    prefixes = ("VLLM_TEMPLATE", "PYTEST", "NPU_TEST_DEVICE", FULL_ENV)
+    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+
+
+def _install(project: Path, env_dir: Path) -> Path:
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    site = subprocess.check_output(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+    ).strip()
+    Path(site, "parent_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "-e", str(project)],
+        check=True, timeout=600, env=_clean_env(),
+    )  # fmt: skip
+    return python
+
+
+@pytest.fixture(scope="module")
+def projects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Project]:
+    root = tmp_path_factory.mktemp("scaffold")
+    made = {}
+    for device in DEVICES:
+        project = generate("acme", root / device / "vllm-acme", device)
+        made[device] = Project(project, _install(project, root / device / "venv"))
+    return made
+
+
+def _json_report(output: str) -> dict:
+    """The JSON report a ``--json`` command printed last, among its log lines."""
+    return json.loads(next(ln for ln in reversed(output.splitlines()) if ln.startswith("{")))
+
+
+def _finish(runs: Sequence[tuple[str, subprocess.Popen]], timeout: int) -> None:
+    """Wait for every run; fail with the output of each one that failed."""
+    failures = []
+    for label, proc in runs:
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+            failures.append(f"--- {label}: timed out after {timeout} s\n{output[-3000:]}")
+            continue
+        if proc.returncode != 0:
+            failures.append(f"--- {label}: exit {proc.returncode}\n{output[-6000:]}")
+    assert not failures, "\n".join(failures)
+
+
+def _checked(projects: dict[str, Project]) -> dict[str, Project]:
+    """The plugins whose whole type check and unit tier run here: the first-light one, and
+    the full one too where ``SCAFFOLD_FULL=1`` (``tox -e scaffold``). The full plugin's
+    are this project's own renamed (about 4 CPU-minutes CI does not spend twice); its
+    lint and its engine parity run always."""
+    return {d: p for d, p in projects.items() if d != "cuda" or os.environ.get(FULL_ENV) == "1"}
+
+
+def test_generated_projects_pass_their_lint_and_type_check(projects) -> None:
+    lint = [
+        (f"ruff {device}", project.start(RUFF, *args))
+        for device, project in projects.items()
+        for args in (("check", "."), ("format", "--check", "."))
+    ]
+    _finish(lint, timeout=300)
+    checked = _checked(projects)
+    types = [(f"mypy {d}", p.start(p.python, "-m", "mypy")) for d, p in checked.items()]
+    _finish(types, timeout=900)
+
+
+def test_generated_projects_pass_their_unit_tests(projects) -> None:
+    runs = []
+    for device, project in _checked(projects).items():
+        marker = f"not e2e and not {FOLDERS[device]}"  # the device tier's marker
+        args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker)
+        env = DEVICE_ENVS[device]
+        runs.append((f"unit tier ({device})", project.start(project.python, *args, env=env)))
+    _finish(runs, timeout=1200)
+
+
+def test_first_light_plugin_runs_vllm_on_the_test_device(projects) -> None:
+    """The first-light plugin's own first-light tests on the PrivateUse1 test device: one and
+    two devices, tokens equal transformers', weights and KV cache in its memory, its kernel
+    table dispatched there, the MoE model on its reference experts kernel. All of them must
+    run: a skip means the device was not there."""
+    project = projects["npu"]
+    run = project.start(
+        project.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+        "tests/devices/npu/test_npu_first_light.py", env=DEVICE_ENVS["npu"],
+    )  # fmt: skip
+    output, _ = run.communicate(timeout=900)
+    assert run.returncode == 0, output[-6000:]
+    assert "7 passed" in output and "skipped" not in output, output[-3000:]
+
+
+def test_generated_project_matches_transformers_on_its_cpu_backend(projects) -> None:
+    """The default project's own e2e parity test: one eager engine on its CPU platform."""
+    project = projects["cuda"]
+    test = "tests/full_plugin/test_parity.py::test_matches_transformers[eager]"
+    run = project.start(project.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", test)
+    _finish([("engine parity (default)", run)], timeout=900)
+
+
+def test_first_light_plugins_doctor_finds_the_whole_contract_on_the_test_device(projects) -> None:
+    """``vllm-acme doctor`` probes each row of the torch-extension contract on the device."""
+    project = projects["npu"]
+    proc = project.start(
+        project.python, "-m", "vllm_acme_tools.cli.main", "doctor", "--json",
+        env={"VLLM_ACME_DEVICE": "npu", **DEVICE_ENVS["npu"]},
+    )  # fmt: skip
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output[-3000:]
+    report = _json_report(output)
+    assert report["selection"]["platform"] == "vllm_acme.devices.npu.platform.AcmeNpuPlatform"
+    assert report["torch_contract"] and not any(report["torch_contract"].values()), report
+
+
+def test_vllm_shows_the_port_what_first_light_still_misses(projects) -> None:
+    """vLLM resolving the platform with ``VLLM_ACME_DEVICE=npu`` and no npu device: the
+    activation error names what is missing (for a device type other than the test device's,
+    also the ``torch.distributed`` backend the identity table leaves to the vendor)."""
+    project = projects["npu"]
+    code = "from vllm.platforms import current_platform; current_platform.device_type"
+    proc = project.start(project.python, "-c", code, env={"VLLM_ACME_DEVICE": "npu"})
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert "AcmeActivationError" in output and "sees no npu device" in output, output[-3000:]
+    identity = port_identity("npu")
+    for hook in HOOKS:
+        refused = f"names no {hook.field} for npu; see docs/porting-guide.md, {hook.section!r}"
+        left_out = hook.field is not None and identity[hook.field] is None
+        assert (refused in output) == (left_out and hook.tier == FIRST_LIGHT), hook.name
+
+
+SPEED_TIER = Path(__file__).with_name("npu_speed_tier")  # the test device's kernels, as a vendor's
+# The test's capture fault, appended to the speed tier's kernel table: a host read in the
+# one-token step, which the device refuses while it captures (that graph's capture fails
+# and its size runs eagerly); eager steps of one token read the value as any host sync does.
+CAPTURE_FAULT = """
+
+_device_silu_and_mul = silu_and_mul
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:  # noqa: F811
+    if x.numel() == x.shape[-1]:  # one token
+        float(x.reshape(-1)[0])
+    return _device_silu_and_mul(x)
+"""
+# Three prompts of 32 greedy tokens, at most two at once: the first two prefill in one step
+# and decode 31 steps as a batch of two (replays of the graph of two), then the third
+# prefills and decodes 31 steps alone (the size whose capture the fault breaks: eagerly).
+FULL_DECODE = {"compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"}, "max_num_seqs": 2}
+COMPILED = {**FULL_DECODE, "compilation_config": {**FULL_DECODE["compilation_config"], "mode": 3}}
+HW_AGNOSTIC = {**FULL_DECODE, "model_impl": "transformers"}
+# The kernel roads, each one engine with FULL decode graphs: vLLM IR under the compiler's
+# fusion_only stage (its passes and IR lowering place the kernels; no code generation), the
+# CustomOp road and the hardware-agnostic road (vLLM's Transformers backend), uncompiled.
+SPEED_ROADS = {  # road -> (device_probe.py arguments, environment)
+    "ir": (["--compile-stage", "fusion_only", "--engine-args", json.dumps(COMPILED)], {}),
+    "custom_op": (["--kernel-road", "custom_op", "--engine-args", json.dumps(FULL_DECODE)], {}),
+    "hw_agnostic": (["--engine-args", json.dumps(HW_AGNOSTIC)], {"VLLM_USE_HW_AGNOSTIC": "1"}),
+}
+SPEED_RUN = ["tests/devices/npu/device_probe.py", "--max-tokens", "32", "--model-dir"]
+DEVICE_KERNELS = ("rms_norm", "silu_and_mul", "reshape_and_cache", "paged_attention")
+
+
+@pytest.fixture(scope="module")
+def speed_reports(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict:
+    """The speed tier on the PrivateUse1 test device: a first-light plugin whose identity
+    names ``torch.accelerator.Graph`` and whose kernel table and attention are the device's
+    own operators (``npu_speed_tier/``, plus the capture fault), one engine per kernel road
+    (side by side), FULL decode graphs in each."""
+    root = tmp_path_factory.mktemp("speed")
+    project = generate("acme", root / "vllm-acme", "npu")
+    folder = project / "vllm_acme/devices/npu"
+    identity = folder / "identity.py"
+    text = identity.read_text()
+    assert text.count("    graph_api=None,\n") == 1
+    identity.write_text(text.replace("    graph_api=None,\n", '    graph_api="accelerator",\n'))
+    kernels = (SPEED_TIER / "kernels.py").read_text() + CAPTURE_FAULT
+    (folder / "kernels/__init__.py").write_text(kernels)
+    (folder / "attention_kernels.py").write_text((SPEED_TIER / "attention_kernels.py").read_text())
+    plugin = Project(project, _install(project, root / "venv"))
+    device_env = {"VLLM_ACME_DEVICE": "npu", **DEVICE_ENVS["npu"]}
+    runs = {
+        road: plugin.start(plugin.python, *SPEED_RUN, tiny_model_dir, *args, env=device_env | env)
+        for road, (args, env) in SPEED_ROADS.items()
+    }
+    reports = {}
+    for road, run in runs.items():
+        output, _ = run.communicate(timeout=900)
+        assert run.returncode == 0, f"{road}:\n{output[-6000:]}"
+        report = _json_report(output)
+        reports[road] = report | {"_log": output}
+    return reports
+
+
+@pytest.mark.parametrize("road", SPEED_ROADS)
+def test_speed_tier_replays_full_decode_graphs_on_the_test_device(speed_reports, road) -> None:
+    """Decode steps replay FULL graphs (counted from the runner): the 31 steps of the batch
+    of two, each one replay of the graph of two; the 31 one-token steps ran eagerly."""
+    report = speed_reports[road]
+    assert report["cudagraph_mode"] == "FULL_DECODE_ONLY", report["graph_mode_reason"]
+    full = report["graphs"]["full"]
+    assert full["captures"] == {"2": 1} and full["replays"]["2"] >= 31, full
+    assert report["device_dispatch"]["runtime::Graph::replay"] >= 31
+
+
+@pytest.mark.parametrize("road", SPEED_ROADS)
+def test_a_capture_that_breaks_the_devices_rules_runs_that_size_eagerly(
+    speed_reports, road
+) -> None:
+    """The one-token capture read a value to the host: the device refused it, the wrapper
+    said so once, naming the device's reason, and that size ran eagerly (never replayed)."""
+    report = speed_reports[road]
+    full = report["graphs"]["full"]
+    assert full["eager_fallbacks"] == {"1": 1} and "1" not in full["replays"], full
+    warnings = [ln for ln in report["_log"].splitlines() if "graph capture failed" in ln]
+    assert len(warnings) == 1, warnings
+    assert "num_tokens=1," in warnings[0] and "reading a value to the host" in warnings[0]
+
+
+@pytest.mark.parametrize("road", SPEED_ROADS)
+def test_speed_tier_generates_transformers_tokens_on_the_test_device(
+    speed_reports, road, hf_greedy
+) -> None:
+    """All three prompts: two decoded in replays, the third eagerly."""
+    report = speed_reports[road]
+    assert report["tokens"] == hf_greedy(report["prompt_token_ids"], **decoding_of(report))
+
+
+@pytest.mark.parametrize("road", SPEED_ROADS)
+def test_speed_tier_ran_the_devices_own_kernels(speed_reports, road) -> None:
+    """The device counted its kernels, in the steps it launched and in every replay; the
+    TEMPLATE_ATTN backend ran the device's attention."""
+    counts = speed_reports[road]["device_dispatch"]
+    for kernel in DEVICE_KERNELS:
+        assert counts.get(f"npu_test::{kernel}", 0) > 0, kernel
+        assert counts.get(f"replay:npu_test::{kernel}", 0) >= 31, kernel
+    assert speed_reports[road]["attention_backends"] and "npu_test" in speed_reports[road]["_log"]
+
+
+def test_each_road_reached_the_device_kernels_its_own_way(speed_reports) -> None:
+    """vLLM IR: RMSNorm and the residual add-norm through the folder's IR provider, placed by
+    the fusion_only stage's IR lowering (its passes ran on the device: SiluAndMul fused);
+    CustomOp: the layers' forward_oot, IR keeping native; hardware-agnostic: vLLM's
+    Transformers backend, whose norm and gated activation are the plugin's replacements."""
+    ir, custom_op, hw = (speed_reports[r] for r in SPEED_ROADS)
+    assert ir["compilation_mode"] == "VLLM_COMPILE" and ir["compile"]["stage"] == "fusion_only"
+    assert not ir["compile"]["fallbacks"] and ir["compile"]["pieces"] >= 1, ir["compile"]
+    lowered = ir["compile"]["lowering"]  # op -> provider -> nodes lowered to it
+    assert set(lowered) == {"rms_norm", "fused_add_rms_norm"}, lowered
+    assert all(set(providers) == {"acme_npu"} for providers in lowered.values()), lowered
+    assert ir["compile"]["fusion_matches"]["SiluAndMulFusionPass"] > 0, ir["compile"]
+    assert ir["device_dispatch"]["replay:npu_test::fused_add_rms_norm"] >= 31
+    assert custom_op["compilation_mode"] == "NONE"
+    assert custom_op["ir_ops"]["rms_norm"]["priority"] == ["native"]
+    assert custom_op["custom_op_layers"]["AcmeRMSNorm"] == ["forward_oot"]
+    assert custom_op["device_dispatch"]["replay:npu_test::fused_add_rms_norm"] >= 31
+    assert hw["model_class"].endswith("TransformersForCausalLM")
+    assert hw["custom_op_layers"]["AcmeTPAwareRMSNorm"] == ["forward_oot"]
+    assert hw["custom_op_layers"]["AcmeHwAgnosticSiluAndMul"] == ["forward_oot"]
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)  # generation, installs and two engine starts (GPU tier: 420 s a test)
+@pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {IDENTITY.device_type} device")
+def test_generated_device_folder_matches_transformers_on_the_device(projects) -> None:
+    """GPU tier: the default project's own device-tier parity, eager and with its graphs."""
+    project = projects["cuda"]
+    tests = "test_eager_matches_transformers_on_gpu_and_cpu or test_default_graphs_capture_replay"
+    run = project.start(
+        project.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
+        "tests/devices/gpu/speed_tier/test_gpu_engine.py", "-k", tests,
+    )  # fmt: skip
+    _finish([("device-tier parity (default)", run)], timeout=900)
+
+
+FRESH_ENV = "SCAFFOLD_FRESH"  # 1: the first-light plugin's README commands on a clean machine
+FRESH_TIMEOUT_S = 1500
+
+
+@pytest.mark.skipif(
+    os.environ.get(FRESH_ENV) != "1",
+    reason=f"{FRESH_ENV}=1 (tox -e scaffold): builds a fresh environment, about 4 minutes",
+)
+def test_first_light_plugin_passes_its_readme_demo_on_a_clean_machine(tmp_path) -> None:
+    """As its user would: the generated plugin in a git repository of its own, a fresh
+    virtualenv holding only tox, caches of its own (the package index configuration of
+    the machine stays: that is how packages reach it), then the README's demo command."""
+    project = generate("acme", tmp_path / "vllm-acme", "npu")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    venv.EnvBuilder(with_pip=True).create(tmp_path / "venv")
+    keep = ("HOME", "LANG", "PIP_FIND_LINKS", "PIP_CERT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env["PATH"] = f"{tmp_path / 'venv' / 'bin'}:/usr/bin:/bin"
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # pip's, the test device's, the model's
+    readme = (project / "README.md").read_text()
+    lines = readme.splitlines()
+    command = next(ln.split("#")[0].strip() for ln in lines if ln.endswith("-e demo") or
+                   (ln.startswith("python3 -m pip install tox") and "-e demo" in ln))  # fmt: skip
+    done = subprocess.run(["bash", "-c", command], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=FRESH_TIMEOUT_S)  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    assert "Output:" in done.stdout and "AcmeNpuPlatform" in done.stdout + done.stderr
