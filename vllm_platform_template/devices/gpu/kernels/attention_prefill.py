@@ -23,7 +23,12 @@ import triton
 import triton.language as tl
 
 from vllm_platform_template.devices.gpu.kernels import next_power_of_2
-from vllm_platform_template.devices.gpu.kernels.attention_tile import LOG2E, _attend_tile, _dot
+from vllm_platform_template.devices.gpu.kernels.attention_tile import (
+    LOG2E,
+    _attend_tile,
+    _dot,
+    _softmax_step,
+)
 
 __all__ = [
     "AttentionLaunchConfig",
@@ -220,6 +225,40 @@ def prefill_launch_config(
 # --------------------------------------------------------------------------
 
 
+@triton.jit
+def _attend_rows(
+    q,
+    m_i,
+    l_i,
+    acc,
+    k_rows,
+    k_tok_stride,
+    v_rows,
+    v_tok_stride,
+    n,
+    n_in,
+    i,
+    d,
+    d_ok,
+    qk_scale,
+    IEEE_DOT: tl.constexpr,
+    CAUSAL: tl.constexpr,
+):
+    """One online-softmax step over the new keys ``n`` (rows ``n`` of ``k_rows``/``v_rows``;
+    ``n_in``: the ones inside the request). ``CAUSAL``: row ``i`` sees keys ``n <= i``
+    (the diagonal); otherwise every row sees every key of the tile."""
+    n64 = n.to(tl.int64)
+    k = tl.load(k_rows + n64[:, None] * k_tok_stride + d[None, :],
+                mask=n_in[:, None] & d_ok[None, :], other=0.0)  # fmt: skip
+    s = _dot(q, tl.trans(k), IEEE_DOT) * qk_scale
+    if CAUSAL:
+        s = tl.where((n[None, :] <= i[:, None]) & n_in[None, :], s, float("-inf"))
+    m_i, l_i, p, alpha = _softmax_step(s, m_i, l_i)
+    v = tl.load(v_rows + n64[:, None] * v_tok_stride + d[None, :],
+                mask=n_in[:, None] & d_ok[None, :], other=0.0)  # fmt: skip
+    return m_i, l_i, acc * alpha[:, None] + _dot(p.to(v.dtype), v, IEEE_DOT)
+
+
 @triton.jit(do_not_specialize=["bt_stride", "bt_cols", "num_blocks", "num_reqs"])
 def _prefill_attention_kernel(
     q_ptr,
@@ -324,33 +363,14 @@ def _prefill_attention_kernel(
     v_rows = v_ptr + q_start.to(tl.int64) * v_tok_stride + kv_head * v_head_stride
     for start in range(0, first, BLOCK_N):  # before the diagonal: whole tiles, no mask
         n = start + tl.arange(0, BLOCK_N)
-        k = tl.load(k_rows + n[:, None].to(tl.int64) * k_tok_stride + d[None, :],
-                    mask=d_ok[None, :], other=0.0)  # fmt: skip
-        s = _dot(q, tl.trans(k), IEEE_DOT) * qk_scale
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_rows + n[:, None].to(tl.int64) * v_tok_stride + d[None, :],
-                    mask=d_ok[None, :], other=0.0)  # fmt: skip
-        acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, IEEE_DOT)
-        m_i = m_new
+        m_i, l_i, acc = _attend_rows(q, m_i, l_i, acc, k_rows, k_tok_stride, v_rows,
+                                     v_tok_stride, n, n >= 0, i, d, d_ok, qk_scale,
+                                     IEEE_DOT, False)  # fmt: skip
     for start in range(first, tl.minimum(first + BLOCK_M, q_len), BLOCK_N):  # the diagonal
         n = start + tl.arange(0, BLOCK_N)
-        n_in = n < q_len
-        k = tl.load(k_rows + n[:, None].to(tl.int64) * k_tok_stride + d[None, :],
-                    mask=n_in[:, None] & d_ok[None, :], other=0.0)  # fmt: skip
-        s = _dot(q, tl.trans(k), IEEE_DOT) * qk_scale
-        s = tl.where((n[None, :] <= i[:, None]) & n_in[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp2(s - m_safe[:, None])
-        alpha = tl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_rows + n[:, None].to(tl.int64) * v_tok_stride + d[None, :],
-                    mask=n_in[:, None] & d_ok[None, :], other=0.0)  # fmt: skip
-        acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, IEEE_DOT)
-        m_i = m_new
+        m_i, l_i, acc = _attend_rows(q, m_i, l_i, acc, k_rows, k_tok_stride, v_rows,
+                                     v_tok_stride, n, n < q_len, i, d, d_ok, qk_scale,
+                                     IEEE_DOT, True)  # fmt: skip
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     out_rows = out_ptr + q_tok[:, None] * out_tok_stride + head.to(tl.int64) * out_head_stride
     tl.store(out_rows + d[None, :], out.to(out_ptr.dtype.element_ty),
@@ -372,10 +392,11 @@ def prefill_tile(max_query_len: int, head_size: int, element_size: int = 2) -> P
 
     64 query rows by 64 keys, four warps, two stages: on an H100 (bf16, Llama 3 8B's
     32/8 heads of 128) the fastest or within 5% of it of eight tiles for 1x2048,
-    1x4096 and 8x1024 new tokens, 1.3-1.7x the general kernel. Shorter queries (decode rows of a mixed batch) get 16 or 32
-    rows; 4-byte elements or head sizes above 128 at most 32 rows by 32 keys (the
-    general kernel's register bound). The keys per step never exceed the rows: the
-    kernel's whole tiles end where the block's first query begins.
+    1x4096 and 8x1024 new tokens, 1.3-1.7x the general kernel. Shorter queries
+    (decode rows of a mixed batch) get 16 or 32 rows; 4-byte elements or head sizes
+    above 128 at most 32 rows by 32 keys (the general kernel's register bound). The
+    keys per step never exceed the rows: the kernel's whole tiles end where the
+    block's first query begins.
     """
     block_m = 16 if max_query_len <= 16 else 32 if max_query_len <= 32 else 64
     block_n = 64

@@ -30,6 +30,19 @@ def _dot(a, b, IEEE_DOT: tl.constexpr):
 
 
 @triton.jit
+def _softmax_step(s, m_i, l_i):
+    """Fold logits ``s`` [rows, keys] (log2 units, -inf where hidden) into the running
+    maximum ``m_i`` and sum ``l_i``: returns the new maximum and sum, the keys' weights
+    ``p`` and ``alpha``, the factor that rescales what was accumulated so far."""
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    # Rows with nothing visible yet keep m = -inf; shift them by 0 to avoid inf - inf.
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp2(s - m_safe[:, None])
+    alpha = tl.exp2(m_i - m_safe)
+    return m_new, l_i * alpha + tl.sum(p, axis=1), p, alpha
+
+
+@triton.jit
 def _attend_tile(
     q,
     m_i,
@@ -74,12 +87,7 @@ def _attend_tile(
     s = _dot(q, k_t, IEEE_DOT) * qk_scale
     if MASKED:
         s = tl.where(visible & k_in[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    # Rows with nothing visible yet keep m = -inf; shift them by 0 to avoid inf - inf.
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    p = tl.exp2(s - m_safe[:, None])
-    alpha = tl.exp2(m_i - m_safe)
-    l_i = l_i * alpha + tl.sum(p, axis=1)
+    m_new, l_i, p, alpha = _softmax_step(s, m_i, l_i)
     v_off = blk * vc_block_stride + row * vc_tok_stride
     v = tl.load(v_head + v_off[:, None] + d[None, :], mask=k_in[:, None] & d_ok[None, :], other=0.0)
     acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, IEEE_DOT)

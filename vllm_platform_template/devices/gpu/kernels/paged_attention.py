@@ -169,7 +169,7 @@ class TritonAttentionPlanner:
         rows = max(r * self.num_splits(r) for r in range(1, self.max_num_reqs + 1))
         per_row = layout.num_heads * (layout.head_size + 2)
         self.scratch = torch.empty(rows * per_row, dtype=torch.float32, device=self.device)
-        self._plans: dict[tuple[int, int, int], AttentionPlan] = {}
+        self._plans: dict[tuple[int, int, int, int], AttentionPlan] = {}
 
     def warm_up(self) -> None:
         """Compile every kernel variant a step of this layout can launch (once per process
