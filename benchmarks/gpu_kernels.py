@@ -423,7 +423,7 @@ def bench_layer_host(quick: bool) -> list[dict]:
     )
 
     def checked() -> None:
-        pa.reshape_and_cache_(key, value, key_cache, value_cache, slots)
+        kv_write.reshape_and_cache_(key, value, key_cache, value_cache, slots)
         pa.paged_attention(query, key_cache, value_cache, out, block_table, seq_lens, qsl, scale, 1)
 
     def unchecked() -> None:

@@ -216,6 +216,7 @@ def _rotary() -> Iterator[Case]:
 def _attention() -> Iterator[Case]:
     from paged_attention_reference import split_kv_cache
 
+    from vllm_platform_template.devices.gpu.kernels import kv_write
     from vllm_platform_template.devices.gpu.kernels import paged_attention as pa
 
     for dtype in DTYPES:
@@ -223,7 +224,7 @@ def _attention() -> Iterator[Case]:
             kv_cache = split_kv_cache(torch.zeros(256, 8, block_size, 2 * 128, dtype=dtype))
             key = torch.zeros(3000, 8, 128, dtype=dtype)
             slots = torch.zeros(3000 - 16, dtype=torch.int64)
-            write = partial(pa.reshape_and_cache_, key, key, *kv_cache, slots)
+            write = partial(kv_write.reshape_and_cache_, key, key, *kv_cache, slots)
             yield f"reshape_and_cache_ {block_size} {dtype}", write
             for hq, hkv, head_size in ATTENTION_HEADS:
                 for kind, (q_lens, seq_lens) in sorted(ATTENTION_BATCHES.items()):

@@ -263,7 +263,7 @@ def test_reshape_and_cache(dtype, block_size):
     slots[::5] = -1
     key = _randn(num_tokens, hkv, head_size, dtype=dtype)
     value = _randn(num_tokens, hkv, head_size, dtype=dtype, seed=1)
-    pa.reshape_and_cache_(key, value, key_cache, value_cache, slots)
+    kv_write.reshape_and_cache_(key, value, key_cache, value_cache, slots)
     ref_reshape_and_cache(key, value, exp_k, exp_v, slots)
     torch.testing.assert_close(kv_cache, expected, rtol=0, atol=0, equal_nan=True)
 

@@ -501,7 +501,7 @@ def check_rotary_rejects_bad_inputs() -> None:
 
 
 def check_reshape_and_cache() -> None:
-    from vllm_platform_template.devices.gpu.kernels.paged_attention import reshape_and_cache_
+    from vllm_platform_template.devices.gpu.kernels.kv_write import reshape_and_cache_
 
     for dtype in (torch.float32, torch.bfloat16):
         for block_size in (16, 32):

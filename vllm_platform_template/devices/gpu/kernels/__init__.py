@@ -5,8 +5,8 @@ One module per kernel family, each importing only torch and triton (never vLLM):
 - ``layernorm``: ``rms_norm`` and the in-place ``fused_add_rms_norm_``.
 - ``activation``: ``silu_and_mul`` and ``gelu_and_mul_sparse``.
 - ``rotary``: in-place rotary embedding, optionally fused with the KV-cache write.
-- ``paged_attention``: ``reshape_and_cache_`` and causal paged attention over the
-  plugin's KV-cache layout (mixed prefill/decode, grouped-query heads), planned per
+- ``paged_attention``: causal paged attention (``reshape_and_cache_``: ``kv_write``)
+  over the plugin's KV-cache layout (mixed prefill/decode, grouped-query heads), planned per
   batch shape; its kernels by purpose: ``kv_write`` (the cache write),
   ``attention_prefill`` (the general kernel), ``attention_decode`` (split-KV decode
   and its merge) and ``attention_tile`` (the online-softmax step both repeat).

@@ -4,8 +4,8 @@ The layout it writes is the one ``paged_attention.py`` states (token ``t`` of a
 block at row ``t`` of that block, a slot = ``block_id * block_size + offset``);
 slots outside the cache (-1 for padding) are skipped. One program per token and
 block of KV heads; :func:`write_kv_unchecked` launches it through
-``launch.Launch``, the public :func:`paged_attention.reshape_and_cache_` checks
-its arguments first.
+``launch.Launch``, the public :func:`reshape_and_cache_` checks its arguments
+first.
 
 vLLM hook served: the KV write of ``TEMPLATE_ATTN`` (``attention_kernels.py``).
 Proven by ``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py`` and, on
@@ -20,10 +20,15 @@ import torch
 import triton
 import triton.language as tl
 
-from vllm_platform_template.devices.gpu.kernels import next_power_of_2
+from vllm_platform_template.devices.gpu.kernels import (
+    check_last_dim_contiguous,
+    check_launch_device,
+    next_power_of_2,
+)
 from vllm_platform_template.devices.gpu.kernels.launch import Launch
+from vllm_platform_template.reference_kernels.paged_attention.contract import check_kv_write
 
-__all__ = ["write_kv_unchecked"]
+__all__ = ["reshape_and_cache_", "write_kv_unchecked"]
 
 
 @triton.jit(do_not_specialize=["num_slots"])
@@ -122,3 +127,40 @@ def write_kv_unchecked(
             head_size,
         ),
     )
+
+
+def reshape_and_cache_(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Write ``key``/``value`` ``[T, Hkv, D]`` into the paged caches at ``slot_mapping``.
+
+    Caches: ``[num_blocks, Hkv, block_size, D]`` (strided views are fine), same
+    dtype as ``key``. ``slot_mapping``: the KV-write contract of every path
+    (``contract.check_slot_mapping``: contiguous int64, one slot per token
+    written, ``<= T``); slots outside ``[0, num_blocks * block_size)`` (-1 for
+    padding) are skipped.
+    """
+    op = "reshape_and_cache_"
+    check_kv_write(op, key, value, key_cache, value_cache, slot_mapping)
+    if key.dtype != key_cache.dtype or value_cache.dtype != key_cache.dtype:
+        raise ValueError(
+            f"{op}: key ({key.dtype}) and the caches ({key_cache.dtype}, {value_cache.dtype}) "
+            "must have one dtype"
+        )
+    for name, t in (
+        ("key", key),
+        ("value", value),
+        ("key_cache", key_cache),
+        ("value_cache", value_cache),
+    ):
+        check_last_dim_contiguous(op, name, t)
+    check_launch_device(
+        _reshape_and_cache_kernel, op, key, value, key_cache, value_cache, slot_mapping
+    )
+    if key.shape[1] == 0:
+        return
+    write_kv_unchecked(key, value, key_cache, value_cache, slot_mapping)

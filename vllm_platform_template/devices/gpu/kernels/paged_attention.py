@@ -10,9 +10,8 @@ read it): each layer owns ``kv_cache[num_blocks, num_kv_heads, block_size,
 with token ``t`` of a block at row ``t`` ("plain" layout). A token's slot is
 ``block_id * block_size + offset``.
 
-- :func:`reshape_and_cache_` writes ``key``/``value`` ``[T, Hkv, D]`` at
-  ``slot_mapping[:T]`` (``kv_write.py``); slots outside the cache (-1 for
-  padding) are skipped.
+- :func:`kv_write.reshape_and_cache_` writes ``key``/``value`` ``[T, Hkv, D]``
+  at ``slot_mapping[:T]``; slots outside the cache (-1 for padding) are skipped.
 - :func:`paged_attention` computes causal attention for a mixed batch of
   prefills and decodes. Request ``r`` owns queries ``query_start_loc[r] :
   query_start_loc[r + 1]``; its query ``i`` sits at position ``p = seq_lens[r] -
@@ -35,7 +34,7 @@ lengths. :class:`TritonAttentionPlanner` decides each shape's
 :class:`AttentionPlan` once (kernel, grid, constants, split count, scratch views)
 and :func:`kv_write.write_kv_unchecked` / :func:`attend_unchecked` launch it
 through ``launch.Launch`` (no per-call argument binding by Triton); the public
-:func:`reshape_and_cache_` and :func:`paged_attention` check their arguments
+:func:`kv_write.reshape_and_cache_` and :func:`paged_attention` check their arguments
 against the contract of every path (``reference_kernels/paged_attention/contract.py``) first.
 
 vLLM hook served: the attention kernels of ``TEMPLATE_ATTN``
@@ -76,14 +75,12 @@ from vllm_platform_template.devices.gpu.kernels.attention_prefill import (
 )
 from vllm_platform_template.devices.gpu.kernels.attention_tile import LOG2E
 from vllm_platform_template.devices.gpu.kernels.kv_write import (
-    _reshape_and_cache_kernel,
     write_kv_unchecked,
 )
 from vllm_platform_template.devices.gpu.kernels.launch import Launch
 from vllm_platform_template.reference_kernels.paged_attention.contract import (
     AttentionLayout,
     check_attention,
-    check_kv_write,
 )
 
 __all__ = [
@@ -91,7 +88,6 @@ __all__ = [
     "TritonAttentionPlanner",
     "attend_unchecked",
     "paged_attention",
-    "reshape_and_cache_",
 ]
 
 
@@ -417,43 +413,6 @@ _WARMED: set[tuple[object, ...]] = set()
 # --------------------------------------------------------------------------
 # Public, checked API
 # --------------------------------------------------------------------------
-
-
-def reshape_and_cache_(
-    key: torch.Tensor,
-    value: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-) -> None:
-    """Write ``key``/``value`` ``[T, Hkv, D]`` into the paged caches at ``slot_mapping``.
-
-    Caches: ``[num_blocks, Hkv, block_size, D]`` (strided views are fine), same
-    dtype as ``key``. ``slot_mapping``: the KV-write contract of every path
-    (``contract.check_slot_mapping``: contiguous int64, one slot per token
-    written, ``<= T``); slots outside ``[0, num_blocks * block_size)`` (-1 for
-    padding) are skipped.
-    """
-    op = "reshape_and_cache_"
-    check_kv_write(op, key, value, key_cache, value_cache, slot_mapping)
-    if key.dtype != key_cache.dtype or value_cache.dtype != key_cache.dtype:
-        raise ValueError(
-            f"{op}: key ({key.dtype}) and the caches ({key_cache.dtype}, {value_cache.dtype}) "
-            "must have one dtype"
-        )
-    for name, t in (
-        ("key", key),
-        ("value", value),
-        ("key_cache", key_cache),
-        ("value_cache", value_cache),
-    ):
-        check_last_dim_contiguous(op, name, t)
-    check_launch_device(
-        _reshape_and_cache_kernel, op, key, value, key_cache, value_cache, slot_mapping
-    )
-    if key.shape[1] == 0:
-        return
-    write_kv_unchecked(key, value, key_cache, value_cache, slot_mapping)
 
 
 def paged_attention(
