@@ -37,6 +37,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,25 @@ from vllm_platform_template_tools.embedded_model import ensure_model
 FULL_PLUGIN_HELPERS = Path(__file__).with_name("full_plugin")
 if FULL_PLUGIN_HELPERS.is_dir() and str(FULL_PLUGIN_HELPERS) not in sys.path:
     sys.path.insert(1, str(FULL_PLUGIN_HELPERS))
+
+
+@pytest.fixture(autouse=True)
+def _environment_as_found() -> Iterator[None]:
+    """Each test leaves the process environment as it found it.
+
+    Platform hooks a test runs in this process set variables for the engine processes
+    they would start (the CPU platform's ``VLLM_USE_V2_MODEL_RUNNER=0``, the spawn start
+    method): kept, they reach every process a later test starts - a generated plugin's
+    first-light engine then skipped its first-light defaults and their log line, which
+    failed CI once the tests ran in folder order.
+    """
+    saved = dict(os.environ)
+    yield
+    for key in set(os.environ) - set(saved):
+        del os.environ[key]
+    for key, value in saved.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
 
 
 @pytest.fixture(autouse=True)
