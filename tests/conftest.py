@@ -44,10 +44,8 @@ from typing import Any
 import feature_matrix
 import pytest
 from engine_exit import stock_exit_abort
-from hf_reference import hf_greedy_on
 
 from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
-from vllm_platform_template_tools.embedded_model import ensure_model
 
 # The full plugin's helpers, for the device folders' speed tiers (absent at first light).
 FULL_PLUGIN_HELPERS = Path(__file__).with_name("full_plugin")
@@ -214,12 +212,16 @@ def filled_cache_copy(compile_cache: Path, fusion_only_run: dict, tmp_path: Path
 
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
+    from vllm_platform_template_tools.embedded_model import ensure_model  # safetensors: e2e only
+
     return ensure_model("tiny")
 
 
 @pytest.fixture(scope="session")
 def hf_greedy(tiny_model_dir: Path):
     """Greedy continuation of token-id prompts by Hugging Face transformers (fp32, CPU)."""
+    from hf_reference import hf_greedy_on
+
     return hf_greedy_on(tiny_model_dir, "cpu")
 
 
@@ -229,6 +231,8 @@ def hf_greedy_of():
     loaded: dict[Path, Any] = {}
 
     def of(model_dir: Path):
+        from hf_reference import hf_greedy_on
+
         if model_dir not in loaded:
             loaded[model_dir] = hf_greedy_on(model_dir, "cpu")
         return loaded[model_dir]
