@@ -8,7 +8,7 @@ glue and the hand-written model never branch on the device: they ask
 :func:`device_for` (by torch device type, e.g. ``x.device.type``) or
 :func:`platform_device` (the device of vLLM's current platform).
 
-The lookup goes through the device registry (``devices/__init__.py``), as vLLM
+The lookup goes through the device registry (``device_registry.py``), as vLLM
 resolves its platforms and attention backends by qualified name: the layers
 below the platforms never import a device folder, and a device folder's
 ``device.py`` imports only the device API and its own kernels (no vLLM, no
@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import torch
 
-from vllm_platform_template.devices import DEVICE_PACKAGES, folder_module
+from vllm_platform_template.device_registry import DEVICE_PACKAGES, folder_module
 from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout
 
 # The punica wrapper on the device-neutral LoRA operators (plain torch): a folder whose

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_platform_template import shutdown
-from vllm_platform_template.devices import DEVICE_PACKAGES, folder_module
+from vllm_platform_template.device_registry import DEVICE_PACKAGES, folder_module
 
 
 @dataclass(frozen=True)
@@ -261,7 +261,7 @@ PATCHES: tuple[Patch, ...] = (
 @functools.cache
 def all_patches() -> tuple[Patch, ...]:
     """The whole registry: :data:`PATCHES`, then each device folder's ``patches.PATCHES``
-    (the folders of ``devices.DEVICE_PACKAGES`` that have a ``patches`` module)."""
+    (the folders of ``device_registry.DEVICE_PACKAGES`` that have a ``patches`` module)."""
     entries = list(PATCHES)
     for device_type in DEVICE_PACKAGES:
         module = folder_module(device_type, "patches", required=False)

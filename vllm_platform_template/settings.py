@@ -51,7 +51,7 @@ SUPPORTED_VLLM_VERSION = "0.32.0"
 SUPPORTED_VLLM_VERSIONS = ("0.32.0", "0.33.0")
 
 # --- the package --------------------------------------------------------------------
-# (the device registry, which reads the device folders, is ``devices/__init__.py``)
+# (the device registry, which reads the device folders, is ``device_registry.py``)
 PACKAGE = "vllm_platform_template"
 
 # --- names vLLM resolves ----------------------------------------------------------

@@ -264,7 +264,7 @@ def test_the_port_identity_table_is_written_and_the_default_kept(generated) -> N
 def test_the_registry_holds_the_device_folder_under_its_type(generated) -> None:
     """The registry is read from the folders a plugin has: no xpu, the port's device type."""
     code = (
-        "import json, vllm_acme.devices as s; "
+        "import json, vllm_acme.device_registry as s; "
         "print(json.dumps([s.DEVICE_PACKAGES, s.PLATFORM_QUALNAMES]))"
     )
     for device, folder in FOLDERS.items():

@@ -25,13 +25,12 @@ import pytest
 import tomllib
 
 import vllm_platform_template
-from vllm_platform_template import devices, settings
+from vllm_platform_template import device_registry, settings
 
 PACKAGE = "vllm_platform_template"
 PACKAGE_DIR = Path(vllm_platform_template.__file__).parent
 REPO = PACKAGE_DIR.parent
 
-REGISTRY = "devices (the registry)"
 # Lower numbers are lower layers; an import may only go to its own layer or below.
 LAYERS = {
     "settings": 0,
@@ -39,7 +38,7 @@ LAYERS = {
     "after_import": 0,
     "process_exit": 0,
     "shutdown": 0,
-    REGISTRY: 0,
+    "device_registry": 0,
     "reference_kernels": 1,
     "device": 2,
     "patches": 3,
@@ -63,8 +62,6 @@ PLATFORM_MODULES = {"platform", "worker", "fast_paths", "communicator", "graph_c
 
 
 def _unit(module: str) -> str:
-    if module == f"{PACKAGE}.devices":
-        return REGISTRY  # the device registry, devices/__init__.py: standard library only
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "<root>"
 
@@ -173,7 +170,7 @@ def test_settings_is_a_leaf() -> None:
 
 
 def test_the_registry_imports_the_standard_library_alone() -> None:
-    names = _imports(f"{PACKAGE}.devices", PACKAGE_DIR / "devices" / "__init__.py")
+    names = _imports(f"{PACKAGE}.device_registry", PACKAGE_DIR / "device_registry.py")
     assert not {n for n in names if n.split(".")[0] in (PACKAGE, "vllm", "torch")}
 
 
@@ -196,12 +193,12 @@ def _names_a_device_folder(argument: str) -> bool:
 
 
 def test_only_the_registry_reaches_a_device_folder_by_name() -> None:
-    """Shared code loads a device folder's module through ``devices.folder_module``; its own
+    """Shared code loads a device folder's module through ``device_registry.folder_module``; its own
     ``import_module`` calls name modules of the shared layers."""
     by_name = {
         str(path.relative_to(PACKAGE_DIR)): found
         for module, path in _modules().items()
-        if _unit(module) != "devices"
+        if _unit(module) not in ("devices", "device_registry")
         and (found := [a for a in _dynamic_imports(path) if _names_a_device_folder(a)])
     }
     assert by_name == {}
@@ -238,7 +235,7 @@ def _closure(module: str) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("package", sorted(devices.DEVICE_PACKAGES.values()))
+@pytest.mark.parametrize("package", sorted(device_registry.DEVICE_PACKAGES.values()))
 def test_device_objects_stay_below_the_platforms(package: str) -> None:
     closure = _closure(f"{package}.device")
     assert f"{package}.device" in closure
@@ -256,7 +253,7 @@ def test_device_objects_stay_below_the_platforms(package: str) -> None:
 
 def test_every_device_folder_is_registered() -> None:
     folders = {p.name for p in (PACKAGE_DIR / "devices").iterdir() if (p / "device.py").is_file()}
-    registered = {name.rsplit(".", 1)[-1] for name in devices.DEVICE_PACKAGES.values()}
+    registered = {name.rsplit(".", 1)[-1] for name in device_registry.DEVICE_PACKAGES.values()}
     assert folders == registered
 
 

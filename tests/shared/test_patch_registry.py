@@ -55,7 +55,7 @@ def test_the_registry_holds_every_device_folders_entries() -> None:
     import importlib
     import importlib.util
 
-    from vllm_platform_template.devices import DEVICE_PACKAGES
+    from vllm_platform_template.device_registry import DEVICE_PACKAGES
 
     names = [patch.name for patch in all_patches()]
     assert len(names) == len(set(names)), names

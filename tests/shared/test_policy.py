@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from vllm_platform_template.device import device_for
-from vllm_platform_template.devices import DEVICE_PACKAGES
+from vllm_platform_template.device_registry import DEVICE_PACKAGES
 from vllm_platform_template.platform_hooks import policy
 from vllm_platform_template.platform_hooks.policy import (
     MODE_DYNAMO_TRACE_ONCE,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from vllm_platform_template.device import kernel_table
-from vllm_platform_template.devices import DEVICE_PACKAGES
+from vllm_platform_template.device_registry import DEVICE_PACKAGES
 from vllm_platform_template.reference_kernels import reference
 
 

@@ -25,7 +25,7 @@ from torch import Tensor
 from vllm import ir
 
 from vllm_platform_template.device import KernelTable, TemplateDevice, device_for, kernel_table
-from vllm_platform_template.devices import DEVICE_PACKAGES
+from vllm_platform_template.device_registry import DEVICE_PACKAGES
 from vllm_platform_template.ir_impls.status import PROVIDER_STATUS, ProviderStatus
 
 __all__ = ["PROVIDER_STATUS", "ProviderStatus", "register_providers"]

@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_platform_template.devices import PLATFORM_QUALNAMES, folder_module
+from vllm_platform_template.device_registry import PLATFORM_QUALNAMES, folder_module
 from vllm_platform_template.settings import (
     ALLOW_UNSUPPORTED_VLLM_ENV,
     DEVICE_ENV,

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllm_platform_template.devices import DEVICE_PACKAGES
+from vllm_platform_template.device_registry import DEVICE_PACKAGES
 from vllm_platform_template.settings import COMPILE_STAGES, KERNEL_ROADS
 
 # The tiny model is trained on Pride and Prejudice (embedded_model/text/).

@@ -21,7 +21,7 @@ import json
 import os
 from typing import Any
 
-from vllm_platform_template.devices import DEVICE_PACKAGES, folder_module
+from vllm_platform_template.device_registry import DEVICE_PACKAGES, folder_module
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from vllm_platform_template.devices import DEVICE_PACKAGES
+from vllm_platform_template.device_registry import DEVICE_PACKAGES
 from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
 
 

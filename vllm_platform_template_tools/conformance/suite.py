@@ -17,7 +17,7 @@ from vllm.ir.op import IrOp
 
 import vllm_platform_template.ir_impls  # noqa: F401  (registers the providers)
 from vllm_platform_template.device import device_for
-from vllm_platform_template.devices import DEVICE_PACKAGES
+from vllm_platform_template.device_registry import DEVICE_PACKAGES
 from vllm_platform_template.ir_impls import PROVIDER_STATUS
 from vllm_platform_template_tools.conformance import PROVIDER_PREFIX
 from vllm_platform_template_tools.conformance.cases import (

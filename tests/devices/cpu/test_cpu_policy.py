@@ -11,7 +11,7 @@ the CustomOp road leaving the norms to the layers.
 from __future__ import annotations
 
 from vllm_platform_template.device import device_for
-from vllm_platform_template.devices import DEVICE_PACKAGES
+from vllm_platform_template.device_registry import DEVICE_PACKAGES
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.platform_hooks import policy
 from vllm_platform_template.platform_hooks.policy import MODE_NONE, MODE_VLLM_COMPILE

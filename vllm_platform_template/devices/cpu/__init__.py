@@ -12,7 +12,7 @@ runs in public CI. The folder:
   pure functions), ``availability.py``.
 
 ``device.py`` is the device object (no vLLM import). This ``__init__`` is the
-folder's entry in the device registry (``devices.DEVICE_PACKAGES``): standard
+folder's entry in the device registry (``device_registry.DEVICE_PACKAGES``): standard
 library only.
 """
 

@@ -33,7 +33,7 @@ speed        15. Ray                                   ``platform.py``
 ``device.py`` is the device object the layers below the platform read (no vLLM
 import, no kernel compiler import). Every file's docstring names the vLLM hook it serves
 and the test that proves it (``tests/shared/test_device_identity.py`` checks). This
-``__init__`` is the folder's entry in the device registry (``devices.DEVICE_PACKAGES``):
+``__init__`` is the folder's entry in the device registry (``device_registry.DEVICE_PACKAGES``):
 the device type its identity table names, and its platform class; the standard library
 and the table only.
 """

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_platform_template.devices import DEVICE_PACKAGES
+from vllm_platform_template.device_registry import DEVICE_PACKAGES
 from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY, DeviceIdentity
 from vllm_platform_template.settings import DEVICE_ENV
 

@@ -7,7 +7,7 @@ this project: the config policy is unit-tested on CPU; nothing here has run on
 an XPU, and it has no attention kernels or graph backend of its own yet.
 
 ``device.py`` is the device object (no vLLM import). This ``__init__`` is the
-folder's entry in the device registry (``devices.DEVICE_PACKAGES``): standard
+folder's entry in the device registry (``device_registry.DEVICE_PACKAGES``): standard
 library only.
 """
 
