@@ -101,4 +101,4 @@ def run_step(attention: str) -> tuple[torch.Tensor, str]:
     assert (output == 5.0).all()  # profile/warm-up run: nothing computed
     impl.forward(layer, t["query"], t["key"], t["value"], kv_cache, metadata, output)
     assert (output[cm.num_actual_tokens :] == 5.0).all()  # padding rows untouched
-    return output[: cm.num_actual_tokens], metadata.path
+    return output[: cm.num_actual_tokens], metadata.kernels.name

@@ -27,12 +27,11 @@ from vllm_platform_template.attention.backend import (
 )
 from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.attention.registration import (
-    BACKEND_QUALNAME,
     attention_backend_qualname,
     register_attention_backend,
 )
 from vllm_platform_template.devices.gpu.device import DEVICE as FOLDER
-from vllm_platform_template.settings import parse_options
+from vllm_platform_template.settings import ATTENTION_BACKEND_QUALNAME, parse_options
 
 # The device folder's attention kernels where its kernel table runs here, else the reference.
 FOLDER_PATH = FOLDER.attention().name if FOLDER.kernels_status()[0] else "reference"  # type: ignore[union-attr]
@@ -77,8 +76,8 @@ def test_registration_is_idempotent_and_names_an_enum_member() -> None:
     register_attention_backend()
     member = AttentionBackendEnum[TemplateAttentionBackend.get_name()]
     assert member.get_class() is TemplateAttentionBackend
-    assert member.get_path() == BACKEND_QUALNAME
-    assert attention_backend_qualname(selector()) == BACKEND_QUALNAME
+    assert member.get_path() == ATTENTION_BACKEND_QUALNAME
+    assert attention_backend_qualname(selector()) == ATTENTION_BACKEND_QUALNAME
 
 
 def test_backend_capabilities() -> None:

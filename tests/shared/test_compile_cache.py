@@ -72,3 +72,27 @@ def test_bad_explicit_cache_dir_is_replaced(tmp_path: Path) -> None:
     message = use_trusted_cache(config, {"VLLM_CACHE_ROOT": str(tmp_path)})
     assert message and "not a directory" in message
     assert not config.cache_dir.startswith(str(blocker))
+
+
+def _key_with_package(monkeypatch, package: Path, stage: str = "graph") -> str:
+    from vllm_platform_template.compiler import cache_key
+
+    monkeypatch.setattr(cache_key, "PACKAGE_DIR", package)
+    cache_key._sources_digest.cache_clear()
+    try:
+        return cache_key.compile_cache_key(stage)
+    finally:
+        cache_key._sources_digest.cache_clear()
+
+
+def test_the_compile_key_follows_every_module_of_the_package(monkeypatch, tmp_path: Path) -> None:
+    """An edit anywhere in the package (here a reference kernel, which a hand-kept list of
+    key sources once missed) or another stage gives another key: no stale compiled piece."""
+    kernel = tmp_path / "reference_kernels" / "rms_norm.py"
+    kernel.parent.mkdir()
+    kernel.write_text("def rms_norm(x): return x\n")
+    before = _key_with_package(monkeypatch, tmp_path)
+    assert _key_with_package(monkeypatch, tmp_path) == before
+    assert _key_with_package(monkeypatch, tmp_path, "fusion_only") != before
+    kernel.write_text("def rms_norm(x): return 2 * x\n")
+    assert _key_with_package(monkeypatch, tmp_path) != before

@@ -3,7 +3,7 @@
 ``devices/gpu/identity.py`` is the one place the folder names its device: no
 other file of the folder spells a value of the table (or of its first device's). The folder's
 hooks are in two tiers, named once (``availability.HOOKS``): first light, then
-speed; the folder's ``__init__`` table and docs/porting-guide.md follow them.
+speed; docs/porting-guide.md follows them.
 Activation (``availability.problem``) refuses a device whose first-light hook
 lacks its runtime API, or whose named API is not present on the machine, and
 names each such hook with its section of the guide; a speed hook the table
@@ -118,13 +118,7 @@ def test_the_tiers_come_in_order_first_light_then_speed() -> None:
     assert all(h.without for h in availability.HOOKS if h.tier == availability.SPEED and h.field)
 
 
-def test_the_folders_table_marks_the_tier_of_each_hook() -> None:
-    doc = ast.get_docstring(ast.parse((FOLDER / "__init__.py").read_text())) or ""
-    rows = [re.split(r"\s{2,}", line.strip()) for line in doc.splitlines()]
-    table = [row for row in rows if row[0] in availability.TIERS]
-    assert [(tier, section, files.strip("`")) for tier, section, files in table] == [
-        (hook.tier, hook.section, hook.files) for hook in availability.HOOKS
-    ]
+def test_every_hook_names_files_of_the_folder() -> None:
     files = {f.strip("/") for hook in availability.HOOKS for f in hook.files.split(", ")}
     assert [f for f in files if not (FOLDER / f).exists()] == []
 

@@ -23,19 +23,20 @@ import torch
 from vllm.v1.attention.backend import AttentionBackend, MultipleOf
 from vllm.v1.kv_cache_interface import KVCacheLayout
 
-from vllm_platform_template.attention.impl import BACKEND_NAME, TemplateAttentionImpl
+from vllm_platform_template.attention.impl import TemplateAttentionImpl
 from vllm_platform_template.attention.metadata import (
     TemplateAttentionMetadata,
     TemplateAttentionMetadataBuilder,
 )
 from vllm_platform_template.device import device_for
+from vllm_platform_template.settings import ATTENTION_BACKEND_NAME
 
 if TYPE_CHECKING:
     from vllm.config.cache import CacheDType
     from vllm.v1.kv_cache_interface import KVCacheSpec
 
 __all__ = [
-    "BACKEND_NAME",
+    "ATTENTION_BACKEND_NAME",
     "TemplateAttentionBackend",
     "TemplateAttentionImpl",
     "TemplateAttentionMetadata",
@@ -57,7 +58,7 @@ class TemplateAttentionBackend(AttentionBackend):
 
     @staticmethod
     def get_name() -> str:
-        return BACKEND_NAME
+        return ATTENTION_BACKEND_NAME
 
     @staticmethod
     def get_impl_cls() -> type[TemplateAttentionImpl]:
@@ -87,6 +88,5 @@ class TemplateAttentionBackend(AttentionBackend):
 
     @classmethod
     def supported_kv_cache_layouts(cls) -> tuple[KVCacheLayout, ...]:
-        # Per layer [num_blocks, num_kv_heads, block_size, 2 * head_size]: each
-        # (block, kv head) page holds a key slab then a value slab.
+        # The layout reference_kernels/paged_attention/contract.py states.
         return (KVCacheLayout.LBHNC,)

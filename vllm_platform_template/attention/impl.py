@@ -33,8 +33,7 @@ from vllm_platform_template.attention.metadata import TemplateAttentionMetadata
 from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.device import AttentionKernels
 from vllm_platform_template.reference_kernels.paged_attention import contract, reference
-from vllm_platform_template.settings import ATTENTION_BACKEND_NAME as BACKEND_NAME
-from vllm_platform_template.settings import options_of
+from vllm_platform_template.settings import ATTENTION_BACKEND_NAME, options_of
 
 
 def unsupported_features(
@@ -103,8 +102,8 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
         )
         if problems:
             raise NotImplementedError(
-                f"{BACKEND_NAME} does not support {', '.join(problems)}; run this model on "
-                "another attention backend"
+                f"{ATTENTION_BACKEND_NAME} does not support {', '.join(problems)}; run this "
+                "model on another attention backend"
             )
         self.num_heads = num_heads
         self.head_size = head_size
@@ -112,8 +111,8 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
         self.num_kv_heads = num_kv_heads if num_kv_heads is not None else num_heads
         if self.num_heads % self.num_kv_heads != 0:
             raise ValueError(
-                f"{BACKEND_NAME}: num_heads ({num_heads}) must be a multiple of num_kv_heads "
-                f"({self.num_kv_heads})"
+                f"{ATTENTION_BACKEND_NAME}: num_heads ({num_heads}) must be a multiple of "
+                f"num_kv_heads ({self.num_kv_heads})"
             )
         self.kv_cache_dtype = kv_cache_dtype
         self.attn_type = attn_type
@@ -139,7 +138,7 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
                 dtype=kv_cache.dtype,
                 block_size=kv_cache.shape[2] if kv_cache.dim() == 4 else 0,
             )
-            contract.check_layer_cache(BACKEND_NAME, kv_cache, layout)
+            contract.check_layer_cache(ATTENTION_BACKEND_NAME, kv_cache, layout)
             key_cache, value_cache = reference.split_kv_cache(kv_cache)
             # The builder resolves from the same inputs: the same kernels.
             kernels = resolve_attention_kernels(
@@ -168,7 +167,7 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
         cache = self.layer_cache(kv_cache)
         if not cache.writes_checked:
             contract.check_kv_write(
-                BACKEND_NAME, key, value, cache.key_cache, cache.value_cache, slot_mapping
+                ATTENTION_BACKEND_NAME, key, value, cache.key_cache, cache.value_cache, slot_mapping
             )
             cache.writes_checked = True
         cache.kernels.write_kv(key, value, cache.key_cache, cache.value_cache, slot_mapping)
@@ -191,22 +190,26 @@ class TemplateAttentionImpl(AttentionImpl[TemplateAttentionMetadata]):
         nothing to compute. Rows from ``num_actual_tokens`` on are padding.
         """
         if output_scale is not None or output_block_scale is not None:
-            raise NotImplementedError(f"{BACKEND_NAME} does not support fused output quantization")
+            raise NotImplementedError(
+                f"{ATTENTION_BACKEND_NAME} does not support fused output quantization"
+            )
         if attn_metadata is None:
             return output
         cache = self.layer_cache(kv_cache)
         md = attn_metadata
         if not cache.reads_checked:
-            if md.path != cache.kernels.name:
+            if md.kernels is not cache.kernels:
                 raise RuntimeError(
-                    f"{BACKEND_NAME}: the metadata builder chose the {md.path!r} kernels but "
-                    f"this layer's cache needs {cache.kernels.name!r}; builder and layer "
-                    "configs disagree"
+                    f"{ATTENTION_BACKEND_NAME}: the metadata builder chose the {md.kernels.name!r} "
+                    f"kernels but this layer's cache was written by {cache.kernels.name!r}; "
+                    "builder and layer configs disagree"
                 )
-            contract.check_layer_inputs(BACKEND_NAME, query, key, value, output, cache.layout)
+            contract.check_layer_inputs(
+                ATTENTION_BACKEND_NAME, query, key, value, output, cache.layout
+            )
             cache.reads_checked = True
         n = md.num_actual_tokens
-        cache.kernels.attend(
+        md.kernels.attend(
             query if n == query.shape[0] else query[:n],
             cache.key_cache,
             cache.value_cache,

@@ -52,8 +52,9 @@ if TYPE_CHECKING:
 class TemplateAttentionMetadata(AttentionMetadata):
     """What ``TemplateAttentionImpl.forward`` reads for one step."""
 
-    path: str
-    """Name of the kernels the builder resolved (``paths``); the impl checks it agrees."""
+    kernels: AttentionKernels
+    """The kernels the builder resolved for this KV-cache group (``paths``): the impl
+    attends with them."""
     num_actual_tokens: int
     """Tokens to attend for (query/output rows after it are padding)."""
     query_start_loc: torch.Tensor
@@ -140,7 +141,7 @@ class TemplateAttentionMetadataBuilder(AttentionMetadataBuilder[TemplateAttentio
             query_start_loc=cm.query_start_loc,
         )
         return TemplateAttentionMetadata(
-            path=self.kernels.name,
+            kernels=self.kernels,
             num_actual_tokens=cm.num_actual_tokens,
             query_start_loc=cm.query_start_loc,
             seq_lens=cm.seq_lens,

@@ -27,9 +27,6 @@ if TYPE_CHECKING:
 
 logger = get_logger(__name__)
 
-BACKEND_NAME = ATTENTION_BACKEND_NAME
-BACKEND_QUALNAME = ATTENTION_BACKEND_QUALNAME
-
 
 def register_attention_backend() -> None:
     """Add ``TEMPLATE_ATTN`` to vLLM's ``AttentionBackendEnum`` (idempotent).
@@ -39,10 +36,12 @@ def register_attention_backend() -> None:
     """
     from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
-    if BACKEND_NAME in AttentionBackendEnum.__members__:
+    if ATTENTION_BACKEND_NAME in AttentionBackendEnum.__members__:
         return
-    register_backend(BACKEND_NAME, BACKEND_QUALNAME)
-    logger.debug("registered attention backend %s -> %s", BACKEND_NAME, BACKEND_QUALNAME)
+    register_backend(ATTENTION_BACKEND_NAME, ATTENTION_BACKEND_QUALNAME)
+    logger.debug(
+        "registered attention backend %s -> %s", ATTENTION_BACKEND_NAME, ATTENTION_BACKEND_QUALNAME
+    )
 
 
 def attention_backend_qualname(
@@ -59,15 +58,15 @@ def attention_backend_qualname(
 
     if attn_selector_config.use_mla:
         raise NotImplementedError(
-            f"{BACKEND_NAME}: MLA attention (DeepSeek-style latent KV) is not supported by the "
-            "template platform; add an MLA backend and select it in get_attn_backend_cls"
+            f"{ATTENTION_BACKEND_NAME}: MLA attention (DeepSeek-style latent KV) is not supported "
+            "by the template platform; add an MLA backend and select it in get_attn_backend_cls"
         )
     if attn_selector_config.use_sparse:
         raise NotImplementedError(
-            f"{BACKEND_NAME}: sparse attention is not supported by the template platform"
+            f"{ATTENTION_BACKEND_NAME}: sparse attention is not supported by the template platform"
         )
     register_attention_backend()
-    backend = AttentionBackendEnum[BACKEND_NAME]
+    backend = AttentionBackendEnum[ATTENTION_BACKEND_NAME]
     backend_cls = backend.get_class()
     reasons = backend_cls.validate_configuration(
         device_capability=device_capability,  # type: ignore[arg-type]
@@ -75,7 +74,7 @@ def attention_backend_qualname(
     )
     if reasons:
         raise ValueError(
-            f"{BACKEND_NAME} cannot serve this attention layer: {'; '.join(reasons)} "
+            f"{ATTENTION_BACKEND_NAME} cannot serve this attention layer: {'; '.join(reasons)} "
             f"({attn_selector_config!r})"
         )
     return backend.get_path()

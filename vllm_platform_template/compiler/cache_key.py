@@ -9,11 +9,11 @@ the compiler's ``compute_hash`` returns it as well.
 
 It is the plugin's one compile fingerprint: the pass manager's ``uuid`` (the
 Inductor/AOTAutograd cache key part) uses it too. It covers the plugin
-version, the stage, and the source of every module that shapes compiled
-output (:data:`KEY_SOURCES`: the compiler and its passes, the reference and
-device kernels, IR providers, custom ops, the platform hooks and policy,
-settings, patches). It reads files instead of importing them, so the front
-end pays no import cost.
+version, the stage, and the source of every module of the plugin package: a
+hand-kept list of the modules that shape compiled output goes stale as the
+package is reorganised (one did: it named a folder that had been renamed, so
+edits to the reference kernels kept old compiled pieces). It reads files
+instead of importing them, so the front end pays no import cost.
 """
 
 from __future__ import annotations
@@ -22,30 +22,17 @@ import functools
 import hashlib
 from pathlib import Path
 
-from vllm_platform_template.settings import COMPILE_KEY_CONFIG_KEY, PLUGIN_VERSION
+from vllm_platform_template.settings import PLUGIN_VERSION
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
-KEY_SOURCES = (
-    "compiler",
-    "kernels",
-    "ir_impls",
-    "custom_ops",
-    "devices",
-    "platform_hooks",
-    "patches.py",
-    "settings.py",
-)
-ADDITIONAL_CONFIG_KEY = COMPILE_KEY_CONFIG_KEY
 
 
 @functools.cache
 def _sources_digest() -> str:
     digest = hashlib.sha256()
-    for source in KEY_SOURCES:
-        top = PACKAGE_DIR / source
-        for path in sorted(top.rglob("*.py")) if top.is_dir() else [top] * top.is_file():
-            digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
-            digest.update(path.read_bytes())
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

@@ -137,16 +137,14 @@ class TemplatePlatformMixin:
         """TEMPLATE_ATTN for every layer it can serve, validated here because vLLM's
         selector leaves validation to the platform. An explicitly requested other
         backend (``--attention-backend CPU_ATTN``) goes to the base platform."""
-        from vllm_platform_template.attention.registration import (
-            BACKEND_NAME,
-            attention_backend_qualname,
-        )
+        from vllm_platform_template.attention.registration import attention_backend_qualname
+        from vllm_platform_template.settings import ATTENTION_BACKEND_NAME
 
-        if selected_backend is not None and selected_backend.name != BACKEND_NAME:
+        if selected_backend is not None and selected_backend.name != ATTENTION_BACKEND_NAME:
             logger.info_once(
                 "template platform: attention backend %s requested instead of %s",
                 selected_backend.name,
-                BACKEND_NAME,
+                ATTENTION_BACKEND_NAME,
             )
             return super().get_attn_backend_cls(  # type: ignore[misc]
                 selected_backend, attn_selector_config, num_heads
@@ -423,17 +421,15 @@ class TemplatePlatformMixin:
         only; without this a graph-stage run would load pieces cached by a
         fusion-only run. ``additional_config`` is part of that hash.
         """
-        from vllm_platform_template.compiler.cache_key import (
-            ADDITIONAL_CONFIG_KEY,
-            compile_cache_key,
-        )
+        from vllm_platform_template.compiler.cache_key import compile_cache_key
+        from vllm_platform_template.settings import COMPILE_KEY_CONFIG_KEY
 
         if not isinstance(vllm_config.additional_config, dict):
             raise ValueError(
                 "the template platform needs additional_config to be a dict (JSON object)"
             )
         stage = cls.template_options(vllm_config).compile_stage
-        vllm_config.additional_config[ADDITIONAL_CONFIG_KEY] = compile_cache_key(stage)
+        vllm_config.additional_config[COMPILE_KEY_CONFIG_KEY] = compile_cache_key(stage)
 
     # --- kernels ---------------------------------------------------------
     @classmethod

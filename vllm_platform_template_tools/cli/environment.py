@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
+from vllm_platform_template.settings import DEVICE_ENV
 
 
 class EnvironmentError_(RuntimeError):

@@ -17,7 +17,7 @@ import os
 import sys
 
 from vllm_platform_template.device_registry import DEVICE_PACKAGES
-from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
+from vllm_platform_template.settings import DEVICE_ENV
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -3,32 +3,13 @@
 The device is named in one table, ``identity.py`` (device type, torch module,
 dispatch key, distributed backend, graph API, kernel compiler, ...); every
 other file reads it or takes what it needs from files that do. Each file
-serves vLLM hooks in one of two tiers (``availability.HOOKS`` names them;
-docs/porting-guide.md walks them in this order, each with the test that turns
-green): *first light*, what a device needs to generate its first token through
-vLLM, eagerly, with the reference (plain torch) kernels; *speed*, the device's
-own kernels and everything built on them. A speed hook whose runtime API the
-identity table leaves out (``None``) runs its first-light part instead.
-
-===========  ========================================  ========================
-tier         section of docs/porting-guide.md          files
-===========  ========================================  ========================
-first light  1. Identity                               ``identity.py``
-first light  2. Activation                             ``availability.py``
-first light  3. Platform                               ``platform.py``
-first light  4. Worker and model runner                ``worker.py``
-first light  5. Communicator                           ``platform.py``
-first light  6. Reference kernels and attention        ``device.py``
-first light  7. Eager mode: the first token            ``platform.py``
-speed        8. Model Runner V2                        ``worker.py``
-speed        9. Pinned and UVA buffers                 ``views.py``
-speed        10. Kernels: IR providers and custom ops  ``kernels/``
-speed        11. Attention kernels                     ``attention_kernels.py``
-speed        12. Compiler backend and passes           ``platform.py``
-speed        13. Graph capture                         ``graphs.py``
-speed        14. The hand-written model                ``device.py``
-speed        15. Ray                                   ``platform.py``
-===========  ========================================  ========================
+serves vLLM hooks in one of two tiers, named once in ``availability.HOOKS`` (each
+hook with its files and its section of docs/porting-guide.md, which walks them in
+that order, each with the test that turns green): *first light*, what a device
+needs to generate its first token through vLLM, eagerly, with the reference
+(plain torch) kernels; *speed*, the device's own kernels and everything built on
+them. A speed hook whose runtime API the identity table leaves out (``None``)
+runs its first-light part instead.
 
 ``device.py`` is the device object the layers below the platform read (no vLLM
 import, no kernel compiler import). Every file's docstring names the vLLM hook it serves

@@ -1,5 +1,19 @@
 """The paged-attention contract every kernel path keeps, and its checks (no vLLM import).
 
+The KV-cache layout, stated here once: the per-layer cache vLLM allocates for
+``KVCacheLayout.LBHNC`` is ``kv_cache[num_blocks, Hkv, block_size, 2 * D]``; each
+``(block, kv_head)`` page of ``block_size * 2D`` elements is a key slab (first half)
+and a value slab (second half), split by ``reference.split_kv_cache``::
+
+    kv = kv_cache.view(num_blocks, Hkv, 2 * block_size, D)
+    key_cache, value_cache = kv.chunk(2, dim=2)   # each [num_blocks, Hkv, block_size, D]
+
+A token's slot is ``block_id * block_size + offset``. Inside a slab the *plain*
+interior puts token ``t`` at row ``t`` (``key_cache[b, h, t]``): the reference and
+a device folder's own kernels use it; vLLM's CPU kernels pick an
+instruction-set-specific interior instead (keys transposed or AMX-packed), so a
+cache one implementation wrote is read by the same one only.
+
 One rule for all paths (the plain-torch reference, vLLM's CPU kernels, each
 device folder's kernels):
 

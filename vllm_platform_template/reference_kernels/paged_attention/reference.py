@@ -17,8 +17,7 @@ Only cache positions ``< seq_len`` of a request are ever read, so stale or NaN
 data in unused slots cannot leak into the result. Output rows after
 ``query_start_loc[-1]`` (padding) are left untouched.
 
-Interior layout: "plain" (``key_cache[b, h, t, :]`` is token ``t``'s key). It is
-not the layout vLLM's CPU kernels use inside a block; see the package docstring.
+The cache layout, plain interior, is ``contract.py``'s.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One online-softmax step over a tile of paged keys: what both attention kernels repeat.
 
 :func:`_attend_tile` gathers a tile of keys and values through the block table
-(the layout of ``paged_attention.py``), scores them against the rows of a query
+(the contract's layout, plain interior), scores them against the rows of a query
 tile, and folds them into the running maximum, sum and accumulator (flash
 attention's online softmax, in float32, logits in log2 units). Keys outside the
 sequence, past the table row or in blocks outside the cache are never loaded.

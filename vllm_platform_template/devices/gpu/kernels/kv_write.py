@@ -1,11 +1,10 @@
 """The KV-cache write: ``key``/``value`` rows into their slots of the paged caches.
 
-The layout it writes is the one ``paged_attention.py`` states (token ``t`` of a
-block at row ``t`` of that block, a slot = ``block_id * block_size + offset``);
-slots outside the cache (-1 for padding) are skipped. One program per token and
-block of KV heads; :func:`write_kv_unchecked` launches it through
-``launch.Launch``, the public :func:`reshape_and_cache_` checks its arguments
-first.
+It writes the contract's layout, plain interior
+(``reference_kernels/paged_attention/contract.py``); slots outside the cache (-1
+for padding) are skipped. One program per token and block of KV heads;
+:func:`write_kv_unchecked` launches it through ``launch.Launch``, the public
+:func:`reshape_and_cache_` checks its arguments first.
 
 vLLM hook served: the KV write of ``TEMPLATE_ATTN`` (``attention_kernels.py``).
 Proven by ``tests/devices/gpu/speed_tier/test_triton_kernels_interpret.py`` and, on

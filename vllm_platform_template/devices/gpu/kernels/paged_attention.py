@@ -1,25 +1,15 @@
-"""Paged attention over the plugin's KV cache: the layout, the plans, the checked API.
+"""Paged attention over the plugin's KV cache: the plans and the checked API.
 
-Cache layout (stated here once; ``kv_write.py`` writes it, the attention kernels
-read it): each layer owns ``kv_cache[num_blocks, num_kv_heads, block_size,
-2 * head_size]``, split as::
-
-    kv = kv_cache.view(num_blocks, num_kv_heads, 2 * block_size, head_size)
-    key_cache, value_cache = kv.chunk(2, dim=2)   # each [B, Hkv, N, D], strided views
-
-with token ``t`` of a block at row ``t`` ("plain" layout). A token's slot is
-``block_id * block_size + offset``.
+The cache layout (plain interior) and the argument rules are the contract's
+(``reference_kernels/paged_attention/contract.py``), the semantics the
+reference's (``reference_kernels/paged_attention/reference.py``):
 
 - :func:`kv_write.reshape_and_cache_` writes ``key``/``value`` ``[T, Hkv, D]``
   at ``slot_mapping[:T]``; slots outside the cache (-1 for padding) are skipped.
 - :func:`paged_attention` computes causal attention for a mixed batch of
-  prefills and decodes. Request ``r`` owns queries ``query_start_loc[r] :
-  query_start_loc[r + 1]``; its query ``i`` sits at position ``p = seq_lens[r] -
-  q_len + i`` and attends keys ``0..p`` (read through ``block_table[r]``). Query
-  head ``h`` uses KV head ``h // (Hq // Hkv)``. Softmax is online
-  (``attention_tile.py``), accumulated in float32; key positions past the causal
-  bound or ``seq_len`` are never loaded, so stale data (even NaN) in unused cache
-  slots cannot leak into the output.
+  prefills and decodes. Softmax is online (``attention_tile.py``), accumulated in
+  float32; key positions past the causal bound or ``seq_len`` are never loaded,
+  so stale data (even NaN) in unused cache slots cannot leak into the output.
 
 Two kernels do the attention: the general one (``attention_prefill.py``) and, when
 every request decodes one token (``max_query_len == 1``), the split-KV decode
