@@ -45,7 +45,7 @@ import feature_matrix
 import pytest
 from engine_exit import stock_exit_abort
 
-from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.entry_point import DEVICE_ENV
 
 # The full plugin's helpers, for the device folders' speed tiers (absent at first light).
 FULL_PLUGIN_HELPERS = Path(__file__).with_name("full_plugin")

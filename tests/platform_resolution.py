@@ -1,7 +1,7 @@
 """Resolving vLLM's platform in a fresh process, with this plugin and a second one installed.
 
-Shared by the activation tests of every folder (``tests/shared/test_activation.py``, the CPU
-backend's ``test_cpu_activation.py``).
+Shared by the activation tests of every folder (``tests/shared/test_entry_point.py``, the CPU
+backend's ``test_cpu_entry_point.py``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from vllm_platform_template.platform_hooks.activation import (
+from vllm_platform_template.platform_hooks.entry_point import (
     DEVICE_ENV,
 )
 

@@ -5,7 +5,7 @@ and :func:`register_general` for ``vllm.general_plugins``. Importing this
 package imports neither vLLM nor torch.
 """
 
-from vllm_platform_template.platform_hooks.activation import register, register_general
+from vllm_platform_template.platform_hooks.entry_point import register, register_general
 from vllm_platform_template.settings import PLUGIN_VERSION
 
 __version__ = PLUGIN_VERSION

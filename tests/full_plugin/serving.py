@@ -23,7 +23,7 @@ import httpx
 import psutil
 import pytest
 
-from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.entry_point import DEVICE_ENV
 
 PROMPTS = [f"Request number {i}: the capital of France is" for i in range(16)]
 MAX_TOKENS = 16

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fault_runner import run_with_fault
 
-from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.entry_point import DEVICE_ENV
 
 pytestmark = pytest.mark.e2e
 

@@ -29,7 +29,7 @@ import pytest
 from engine_exit import stock_exit_abort
 from feature_runner import EXIT_LINE, OUTPUT_THREAD
 
-from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.entry_point import DEVICE_ENV
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""Kernel tests of the hand-fused Llama's ops (``models/llama/kernels``).
+"""Kernel tests of the hand-fused Llama's ops (``models/llama/ops``).
 
 Each op is checked against its torch reference on the CPU, through the
 reference and vLLM's CPU attention kernels. The Triton kernels behind them
@@ -15,7 +15,7 @@ import torch
 
 from vllm_platform_template.devices.cpu import attention_kernels as cpu_attention
 from vllm_platform_template.devices.cpu import vllm_cpu_build
-from vllm_platform_template.models.llama.kernels import fused_ops, reference
+from vllm_platform_template.models.llama.ops import fused_ops, reference
 from vllm_platform_template.reference_kernels.paged_attention import (
     reference as attention_reference,
 )

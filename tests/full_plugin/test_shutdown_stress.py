@@ -45,7 +45,7 @@ from shutdown_checks import (
     thread_states,
 )
 
-from vllm_platform_template.platform_hooks.activation import DEVICE_ENV
+from vllm_platform_template.platform_hooks.entry_point import DEVICE_ENV
 
 pytestmark = pytest.mark.e2e
 

@@ -184,14 +184,14 @@ def test_first_light_plugins_doctor_finds_the_whole_contract_on_the_test_device(
 
 def test_vllm_shows_the_port_what_first_light_still_misses(projects) -> None:
     """vLLM resolving the platform with ``VLLM_ACME_DEVICE=npu`` and no npu device: the
-    activation error names what is missing (for a device type other than the test device's,
+    entry point's error names what is missing (for a device type other than the test device's,
     also the ``torch.distributed`` backend the identity table leaves to the vendor)."""
     project = projects["npu"]
     code = "from vllm.platforms import current_platform; current_platform.device_type"
     proc = project.start(project.python, "-c", code, env={"VLLM_ACME_DEVICE": "npu"})
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode != 0
-    assert "AcmeActivationError" in output and "sees no npu device" in output, output[-3000:]
+    assert "AcmePlatformError" in output and "sees no npu device" in output, output[-3000:]
     identity = port_identity("npu")
     for hook in HOOKS:
         refused = f"names no {hook.field} for npu; see docs/porting-guide.md, {hook.section!r}"

@@ -25,7 +25,7 @@ from vllm_platform_template.attention.backend import (
     TemplateAttentionImpl,
     TemplateAttentionMetadataBuilder,
 )
-from vllm_platform_template.attention.paths import resolve_attention_kernels
+from vllm_platform_template.attention.kernel_choice import resolve_attention_kernels
 from vllm_platform_template.attention.registration import (
     attention_backend_qualname,
     register_attention_backend,

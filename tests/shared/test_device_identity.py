@@ -1,10 +1,10 @@
-"""The GPU folder's identity table, its two tiers and what activation makes of them, on any machine.
+"""The GPU folder's identity table, its two tiers and what the entry point makes of them.
 
 ``devices/gpu/identity.py`` is the one place the folder names its device: no
 other file of the folder spells a value of the table (or of its first device's). The folder's
 hooks are in two tiers, named once (``availability.HOOKS``): first light, then
 speed; docs/porting-guide.md follows them.
-Activation (``availability.problem``) refuses a device whose first-light hook
+The entry point (``availability.problem``) refuses a device whose first-light hook
 lacks its runtime API, or whose named API is not present on the machine, and
 names each such hook with its section of the guide; a speed hook the table
 leaves out runs its first-light part instead (``first_light_parts``). A fake
@@ -23,7 +23,7 @@ import torch
 
 from vllm_platform_template.devices.gpu import availability
 from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity
-from vllm_platform_template.platform_hooks.activation import (
+from vllm_platform_template.platform_hooks.entry_point import (
     DEVICE_ENV,
     ERROR_QUALNAME,
     PLATFORM_QUALNAMES,

@@ -195,7 +195,7 @@ def test_whole_step_devices_name_a_graph_api_and_have_kernels_graphs_may_hold() 
 def test_full_graphs_follow_the_kernels_the_engine_resolves() -> None:
     """The FULL-graph decision reads the attention kernels resolved from the config, not
     the option's text: ``auto`` falling back to the reference (no FULL graphs) is seen."""
-    from vllm_platform_template.attention.paths import REFERENCE, engine_attention_kernels
+    from vllm_platform_template.attention.kernel_choice import REFERENCE, engine_attention_kernels
 
     def config(attention: str, block_size: int | None = 16) -> SimpleNamespace:
         model = SimpleNamespace(dtype=torch.float32, get_head_size=lambda: 64)

@@ -4,7 +4,7 @@
 - ``backend``: the ``AttentionBackend`` class (capabilities, parts).
 - ``metadata``: per-step metadata and its builder.
 - ``impl``: KV write and attention, run by the resolved kernels.
-- ``paths``: which kernels run (``additional_config["template"]["attention"]``).
+- ``kernel_choice``: which kernels run (``additional_config["template"]["attention"]``).
 
 Kernels: each device's ``attention_kernels`` (``devices/<name>/``) and the
 plain-torch reference (``reference_kernels/paged_attention``). Importing this package

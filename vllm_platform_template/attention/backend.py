@@ -79,7 +79,7 @@ class TemplateAttentionBackend(AttentionBackend):
     @classmethod
     def get_supported_head_sizes(cls) -> list[int]:
         """The current device's attention kernels' head sizes (empty: any, as the reference's
-        on a platform without template device, ``attention/paths.py``)."""
+        on a platform without template device, ``attention/kernel_choice.py``)."""
         from vllm.platforms import current_platform
 
         device = device_for(current_platform.device_type)

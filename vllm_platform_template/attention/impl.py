@@ -8,7 +8,7 @@ builds one ``TemplateAttentionImpl``. Because the backend declares
 ``vllm::unified_attention_with_output`` op); both are graph-split points, so
 attention runs eagerly between compiled pieces.
 
-Each layer runs the kernels ``paths`` resolves for its cache: the device's
+Each layer runs the kernels ``kernel_choice`` resolves for its cache: the device's
 attention kernels (``TemplateDevice.attention``: the device folder's, loaded on
 first use, so an install never imports another device's kernel compiler) or the
 plain-torch reference. What is fixed for a cache is decided once, the first
@@ -29,8 +29,8 @@ import torch
 from vllm.config import get_current_vllm_config_or_none
 from vllm.v1.attention.backend import AttentionImpl, AttentionLayer, AttentionType
 
+from vllm_platform_template.attention.kernel_choice import resolve_attention_kernels
 from vllm_platform_template.attention.metadata import TemplateAttentionMetadata
-from vllm_platform_template.attention.paths import resolve_attention_kernels
 from vllm_platform_template.device import AttentionKernels
 from vllm_platform_template.reference_kernels.paged_attention import contract, reference
 from vllm_platform_template.settings import ATTENTION_BACKEND_NAME, options_of

@@ -38,7 +38,7 @@ from vllm.v1.attention.backend import (
 from vllm.v1.attention.backends.utils import get_num_attention_heads_from_layers
 from vllm.v1.kv_cache_interface import AttentionSpec
 
-from vllm_platform_template.attention.paths import resolve_attention_kernels
+from vllm_platform_template.attention.kernel_choice import resolve_attention_kernels
 from vllm_platform_template.device import AttentionKernels, AttentionPlanner
 from vllm_platform_template.reference_kernels.paged_attention.contract import AttentionLayout
 from vllm_platform_template.settings import options_of
@@ -53,7 +53,7 @@ class TemplateAttentionMetadata(AttentionMetadata):
     """What ``TemplateAttentionImpl.forward`` reads for one step."""
 
     kernels: AttentionKernels
-    """The kernels the builder resolved for this KV-cache group (``paths``): the impl
+    """The kernels the builder resolved for this KV-cache group (``kernel_choice``): the impl
     attends with them."""
     num_actual_tokens: int
     """Tokens to attend for (query/output rows after it are padding)."""

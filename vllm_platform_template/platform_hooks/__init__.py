@@ -1,6 +1,6 @@
 """What every template platform shares; the platforms themselves live in ``devices/<name>/``.
 
-- ``activation``: entry points and the ``VLLM_TEMPLATE_DEVICE`` setting (each
+- ``entry_point``: entry points and the ``VLLM_TEMPLATE_DEVICE`` setting (each
   device's ``availability`` is read by name).
 - ``registration``: per-process registrations (general plugin).
 - ``mixin``: what every template platform adds to vLLM's platform.

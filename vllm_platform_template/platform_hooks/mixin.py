@@ -34,8 +34,8 @@ from vllm.platforms.interface import PlatformEnum
 from vllm_platform_template.device import kernel_table
 from vllm_platform_template.log import get_logger
 from vllm_platform_template.platform_hooks import policy
-from vllm_platform_template.platform_hooks.activation import (
-    TemplateActivationError,
+from vllm_platform_template.platform_hooks.entry_point import (
+    TemplatePlatformError,
     installed_vllm,
     vllm_version_problem,
 )
@@ -68,7 +68,7 @@ START_METHOD_ENV = "VLLM_WORKER_MULTIPROC_METHOD"
 
 _version_problem = vllm_version_problem(installed_vllm())
 if _version_problem is not None:
-    raise TemplateActivationError(_version_problem)
+    raise TemplatePlatformError(_version_problem)
 
 
 class TemplatePlatformMixin:
@@ -368,7 +368,7 @@ class TemplatePlatformMixin:
         (the base platform may have cleared them)."""
         from vllm.config import CUDAGraphMode
 
-        from vllm_platform_template.attention.paths import engine_attention_kernels
+        from vllm_platform_template.attention.kernel_choice import engine_attention_kernels
 
         cc = vllm_config.compilation_config
         device = cls.template_device

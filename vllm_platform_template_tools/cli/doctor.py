@@ -37,7 +37,7 @@ def _version(dist: str) -> str | None:
 
 
 def collect(device: str | None) -> dict[str, Any]:
-    from vllm_platform_template.platform_hooks.activation import select_platform
+    from vllm_platform_template.platform_hooks.entry_point import select_platform
     from vllm_platform_template.settings import DEVICE_ENV
 
     environ = dict(os.environ)

@@ -9,7 +9,7 @@ Writes ``vllm-NAME`` (or ``--out``) in one of two shapes, by the device's tier:
 - ``--device TYPE`` (a torch device type, e.g. ``npu``), the *first-light*
   plugin: a device whose identity table (``identity.py``, ``PrivateUse1``)
   names no kernel compiler, graph API or memory-view protocol gets the folder's
-  first-light tier (identity, activation, platform, worker, communicator, the
+  first-light tier (identity, entry point, platform, worker, communicator, the
   reference kernels and attention, eager mode: ``availability.HOOKS``), the
   speed tier's files as short starting points (:data:`FIRST_LIGHT_FILES`, from
   ``scaffold/first_light``), and the shared layers without what only the full
@@ -311,7 +311,7 @@ def port_identity(device: str) -> dict[str, str | None]:
 
     For the test device's type (:data:`TEST_DEVICE`) it names the test device's
     ``torch.distributed`` backend, so the plugin runs there as generated; for any
-    other device that stays the vendor's to name (activation refuses until then).
+    other device that stays the vendor's to name (the entry point refuses until then).
     """
     return {
         "device_type": device,

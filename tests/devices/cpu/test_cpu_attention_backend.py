@@ -25,7 +25,7 @@ from attention_steps import (
 )
 
 from vllm_platform_template.attention.backend import TemplateAttentionBackend, TemplateAttentionImpl
-from vllm_platform_template.attention.paths import resolve_attention_kernels
+from vllm_platform_template.attention.kernel_choice import resolve_attention_kernels
 from vllm_platform_template.devices.cpu import attention_kernels as cpu
 from vllm_platform_template.devices.cpu import vllm_cpu_build
 

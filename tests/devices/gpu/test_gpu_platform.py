@@ -22,7 +22,7 @@ from vllm.platforms.interface import Platform, PlatformEnum
 from vllm_platform_template.devices.gpu import platform as folder
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.devices.gpu.worker import TemplateGpuWorker
-from vllm_platform_template.platform_hooks.activation import PLATFORM_QUALNAMES
+from vllm_platform_template.platform_hooks.entry_point import PLATFORM_QUALNAMES
 
 DEVICE = IDENTITY.device_type
 

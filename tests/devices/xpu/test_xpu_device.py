@@ -1,6 +1,6 @@
 """The reserved XPU folder (``devices/xpu``), checked on any machine: no XPU was available.
 
-Its activation refuses a machine without an XPU with what to do, its config
+Its the entry point refuses a machine without an XPU with what to do, its config
 policy puts IPEX first where IPEX has the op and leaves every op native under
 Inductor, and it has no attention kernels of its own. (``devices/xpu/platform.py``
 names this file; the IPEX kernels themselves run in ``tox -e ipex``.)
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from vllm_platform_template.attention.paths import resolve_attention_kernels
+from vllm_platform_template.attention.kernel_choice import resolve_attention_kernels
 from vllm_platform_template.device import device_for
 from vllm_platform_template.platform_hooks import policy
-from vllm_platform_template.platform_hooks.activation import (
+from vllm_platform_template.platform_hooks.entry_point import (
     DEVICE_ENV,
     ERROR_QUALNAME,
     select_platform,

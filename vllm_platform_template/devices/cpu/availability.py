@@ -1,7 +1,7 @@
 """Whether this machine can run the CPU backend: read by the entry point.
 
 vLLM hook served: the ``vllm.platform_plugins`` entry point
-(``platform_hooks.activation``) asks before it names the platform class, in
+(``platform_hooks.entry_point``) asks before it names the platform class, in
 every vLLM process, so this imports the standard library only.
 """
 

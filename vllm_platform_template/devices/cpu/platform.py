@@ -1,6 +1,6 @@
 """The CPU reference backend's platform.
 
-vLLM hook: the class the entry point (``platform_hooks.activation.register``) names for
+vLLM hook: the class the entry point (``platform_hooks.entry_point.register``) names for
 ``VLLM_TEMPLATE_DEVICE=cpu``. It is vLLM's ``CpuPlatform`` reporting
 ``PlatformEnum.OOT`` - an out-of-tree platform whose "accelerator" is the host
 CPU, so that every integration path of the template runs in public CI.

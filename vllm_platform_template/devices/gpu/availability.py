@@ -1,14 +1,14 @@
 """Whether this machine can run this folder's device, and in which tier: read by the entry point.
 
 vLLM hook served: the ``vllm.platform_plugins`` entry point
-(``platform_hooks.activation``) asks before it names the platform class, in
+(``platform_hooks.entry_point``) asks before it names the platform class, in
 every vLLM process, so nothing here imports vLLM or this folder's kernels.
 
 :data:`HOOKS` is the folder's hooks in two tiers, the one place they are named
 (docs/porting-guide.md follows it, section by section):
 
 - *first light* (:data:`FIRST_LIGHT`): what a device needs to generate its first
-  token through vLLM - identity, activation, platform, worker, communicator,
+  token through vLLM - identity, entry point, platform, worker, communicator,
   the reference (plain torch) kernels and attention, eager mode;
 - *speed* (:data:`SPEED`): the device's own kernels and IR providers, custom
   ops, attention kernels, compiler passes, graph capture, Model Runner V2, the
@@ -101,7 +101,7 @@ class Hook:
 
 HOOKS = (
     Hook("identity", "identity.py", FIRST_LIGHT, "1. Identity"),
-    Hook("activation (vllm.platform_plugins)", "availability.py", FIRST_LIGHT, "2. Activation"),
+    Hook("entry point (vllm.platform_plugins)", "availability.py", FIRST_LIGHT, "2. Entry point"),
     Hook(
         "platform: device queries, memory, set_device, seeding",
         "platform.py",

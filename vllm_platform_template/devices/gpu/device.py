@@ -16,7 +16,7 @@ from typing import Any
 
 from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
 from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
-from vllm_platform_template.devices.gpu.kernels import supports, triton_available
+from vllm_platform_template.devices.gpu.kernels import IR_PROVIDER, supports, triton_available
 
 
 def kernel_table() -> KernelTable:
@@ -24,18 +24,18 @@ def kernel_table() -> KernelTable:
         activation,
         fused_moe,
         int8_linear,
-        library,
         rotary,
+        torch_ops,
     )
 
-    # The IR ops' kernels go through their torch operators (kernels/library.py), so
+    # The IR ops' kernels go through their torch operators (kernels/torch_ops.py), so
     # that IR lowering can trace them into compiled pieces.
     return KernelTable(
-        rms_norm=library.rms_norm,
+        rms_norm=torch_ops.rms_norm,
         rms_norm_supports=supports.rms_norm_supports,
-        fused_add_rms_norm=library.fused_add_rms_norm_,
+        fused_add_rms_norm=torch_ops.fused_add_rms_norm_,
         fused_add_rms_norm_supports=supports.fused_add_rms_norm_supports,
-        gelu_and_mul_sparse=library.gelu_and_mul_sparse,
+        gelu_and_mul_sparse=torch_ops.gelu_and_mul_sparse,
         gelu_and_mul_sparse_supports=supports.gelu_and_mul_sparse_supports,
         silu_and_mul=activation.silu_and_mul,
         rotary_embedding_=rotary.rotary_embedding_,
@@ -72,7 +72,7 @@ def pinned_device_view(cpu_tensor: Any) -> Any:
 DEVICE = TemplateDevice(
     name=__name__.split(".")[-2],  # this folder's name
     torch_device_type=IDENTITY.device_type,
-    ir_provider="template_triton",
+    ir_provider=IR_PROVIDER,
     status=triton_available,
     kernels=kernel_table,
     load_libraries=load_libraries,

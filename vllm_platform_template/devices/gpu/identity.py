@@ -10,7 +10,7 @@ another torch device starts here (docs/porting-guide.md, "1. Identity").
 
 A field set to ``None`` is a runtime API the device does not offer yet. The
 first-light tier needs the device type, module, dispatch key and
-``torch.distributed`` backend: without one, activation refuses the device and
+``torch.distributed`` backend: without one, the entry point refuses the device and
 names the hook with its guide section (``availability.py``), before vLLM imports
 anything of this folder. The speed tier's (graph API, kernel compiler, array
 interface) may stay ``None``: the platform then runs that part in first light

@@ -1,6 +1,6 @@
 """The device's platform: a plain vLLM ``Platform`` whose identity comes from ``identity.py``.
 
-vLLM hook: the class the entry point (``platform_hooks.activation.register``)
+vLLM hook: the class the entry point (``platform_hooks.entry_point.register``)
 names for ``VLLM_TEMPLATE_DEVICE=<IDENTITY.device_type>``. This is the shape a
 vendor copies for a new accelerator: it subclasses
 ``vllm.platforms.interface.Platform`` directly (not vLLM's ``CudaPlatform``),
@@ -98,7 +98,7 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
     device_name = IDENTITY.device_type
     device_type = IDENTITY.device_type
     dispatch_key = IDENTITY.dispatch_key
-    dist_backend = IDENTITY.dist_backend or ""  # None: activation refuses the device
+    dist_backend = IDENTITY.dist_backend or ""  # None: the entry point refuses the device
     ray_device_key = IDENTITY.ray_device_key
     device_control_env_var = IDENTITY.visible_devices_env
     # vLLM's small helper compiles (sampler, rotary caches): Inductor generates code with the

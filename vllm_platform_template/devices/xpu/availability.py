@@ -1,7 +1,7 @@
 """Whether this machine can run the XPU backend (reserved): read by the entry point.
 
 vLLM hook served: the ``vllm.platform_plugins`` entry point
-(``platform_hooks.activation``) asks before it names the platform class;
+(``platform_hooks.entry_point``) asks before it names the platform class;
 torch is imported here only when the XPU backend is requested.
 """
 

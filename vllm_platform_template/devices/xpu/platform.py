@@ -1,6 +1,6 @@
 """The XPU platform of the template (reserved; unverified on hardware).
 
-vLLM hook: the class the entry point (``platform_hooks.activation.register``) names for
+vLLM hook: the class the entry point (``platform_hooks.entry_point.register``) names for
 ``VLLM_TEMPLATE_DEVICE=xpu``. Built on vLLM's ``XPUPlatform`` (upstream
 PyTorch's XPU device) with the ``template_ipex`` IR provider first in eager
 mode and the fusion-only stage. No XPU was available to this project: its

@@ -6,7 +6,7 @@ vLLM hook: ``ModelConfig.model_class_overrides`` maps ``LlamaForCausalLM`` to
 vLLM's Llama: it reuses vLLM's module layout and weight loading (parallel
 linear layers, embeddings, ``load_weights``) and replaces only the forward of
 the decoder layer and the attention block, which call the fused ops in
-``kernels/fused_ops.py``:
+``ops/fused_ops.py``:
 
 - residual add + RMSNorm -> ``add_rms_norm_`` (in place);
 - gate/up SiLU-and-multiply -> ``silu_and_mul``;
@@ -33,7 +33,7 @@ from vllm.model_executor.models.llama import (
 from vllm.v1.attention.backend import AttentionLayer
 
 from vllm_platform_template.attention.impl import TemplateAttentionImpl
-from vllm_platform_template.models.llama.kernels import fused_ops
+from vllm_platform_template.models.llama.ops import fused_ops
 
 
 class FusedLlamaAttention(LlamaAttention):

@@ -14,5 +14,5 @@ No module here imports vLLM.
   kernels runs them on the plain interior; a first-light folder's run the
   reference.
 
-Never mix paths on one cache: ``attention/paths.py`` chooses one path per engine.
+Never mix paths on one cache: ``attention/kernel_choice.py`` chooses one path per engine.
 """

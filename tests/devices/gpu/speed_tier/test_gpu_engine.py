@@ -22,7 +22,7 @@ capture sizes 1-16, not vLLM's 512).
   logprob-closeness rule, 8 prompts x 64 tokens;
 - faults: a failing graph capture runs that size eagerly with one warning per
   piece and unchanged tokens; a KV cache that cannot fit stops the engine with
-  vLLM's message; no GPU visible or a bad device index is refused at activation
+  vLLM's message; no GPU visible or a bad device index is refused at the entry point
   with what to do; every run is bounded by a timeout.
 """
 

@@ -295,31 +295,31 @@ def check_ir_kernels_as_torch_operators() -> None:
     tensors (as vLLM's IR lowering traces a provider) into one opaque node each."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from vllm_platform_template.devices.gpu.kernels import library
+    from vllm_platform_template.devices.gpu.kernels import torch_ops
 
     x, r, w, g = _randn(6, 64), _randn(6, 64, seed=1), _randn(64, seed=2), _randn(6, 128, seed=3)
-    torch.testing.assert_close(library.rms_norm(x, w, 1e-6, 32), native_rms_norm(x, w, 1e-6, 32))
+    torch.testing.assert_close(torch_ops.rms_norm(x, w, 1e-6, 32), native_rms_norm(x, w, 1e-6, 32))
     ex, er = native_fused_add_rms_norm(x, r, w, 1e-6)
     xx, rr = x.clone(), r.clone()
-    out_x, out_r = library.fused_add_rms_norm_(xx, rr, w, 1e-6)
+    out_x, out_r = torch_ops.fused_add_rms_norm_(xx, rr, w, 1e-6)
     assert out_x is xx and out_r is rr
     torch.testing.assert_close(xx, ex)
     torch.testing.assert_close(rr, er)
     torch.testing.assert_close(
-        library.gelu_and_mul_sparse(g, 0.5, "tanh"),
+        torch_ops.gelu_and_mul_sparse(g, 0.5, "tanh"),
         native_gelu_and_mul_sparse(g, 0.5, "tanh"),
         atol=1e-5,
         rtol=1e-5,
     )
 
     def body(x, r, w, g):
-        y = library.rms_norm(x, w, 1e-6)
-        library.fused_add_rms_norm_(y, r, w, 1e-6)
-        return y, library.gelu_and_mul_sparse(g, 1.0)
+        y = torch_ops.rms_norm(x, w, 1e-6)
+        torch_ops.fused_add_rms_norm_(y, r, w, 1e-6)
+        return y, torch_ops.gelu_and_mul_sparse(g, 1.0)
 
     graph = make_fx(body, tracing_mode="fake")(x, r, w, g)
     ops = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
-    ns = library.NAMESPACE
+    ns = torch_ops.NAMESPACE
     names = ("rms_norm", "fused_add_rms_norm_", "gelu_and_mul_sparse")
     expected = {f"{ns}.{op}.default" for op in names}
     assert expected <= ops, ops

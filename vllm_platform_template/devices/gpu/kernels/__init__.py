@@ -10,7 +10,7 @@ One module per kernel family, each importing only torch and triton (never vLLM):
   batch shape; its kernels by purpose: ``kv_write`` (the cache write),
   ``attention_prefill`` (the general kernel), ``attention_decode`` (split-KV decode
   and its merge) and ``attention_tile`` (the online-softmax step both repeat).
-- ``library``: the IR ops' kernels as torch operators (``template_triton::*``, with
+- ``torch_ops``: the IR ops' kernels as torch operators (``template_triton::*``, with
   fake implementations), so vLLM's IR lowering can trace them into compiled pieces.
 
 The public functions check their inputs on the host and raise ``ValueError``
@@ -40,7 +40,11 @@ from vllm_platform_template.devices.gpu.identity import IDENTITY
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["triton_available"]
+__all__ = ["IR_PROVIDER", "triton_available"]
+
+IR_PROVIDER = "template_triton"
+"""The name vLLM IR knows these kernels by (``ir_op_priority``), also the ``torch.ops``
+namespace of their operators (``torch_ops.py``)."""
 
 
 def triton_available() -> tuple[bool, str]:

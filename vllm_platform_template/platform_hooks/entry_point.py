@@ -8,7 +8,7 @@ called twice per process, and vLLM swallows any exception it raises during
 detection (the plugin then silently counts as "not present"). So it never
 raises: it returns ``None`` when ``VLLM_TEMPLATE_DEVICE`` is unset (plugin
 inactive, stock vLLM untouched), the platform's qualname when the setting is
-valid, and otherwise the qualname of :func:`raise_activation_error`, which vLLM
+valid, and otherwise the qualname of :func:`raise_platform_error`, which vLLM
 calls *outside* its try/except when it instantiates the platform, so the user
 sees the message instead of a silent fallback to stock vLLM.
 
@@ -32,10 +32,10 @@ from vllm_platform_template.settings import (
     SUPPORTED_VLLM_VERSIONS,
 )
 
-ERROR_QUALNAME = "vllm_platform_template.platform_hooks.activation.raise_activation_error"
+ERROR_QUALNAME = "vllm_platform_template.platform_hooks.entry_point.raise_platform_error"
 
 
-class TemplateActivationError(RuntimeError):
+class TemplatePlatformError(RuntimeError):
     """The device setting or the installed vLLM cannot run the template platform."""
 
 
@@ -118,10 +118,10 @@ def register() -> str | None:
     return select_platform().qualname
 
 
-def raise_activation_error() -> None:
+def raise_platform_error() -> None:
     """Stands in for the platform class when the device setting cannot be honoured."""
     selection = select_platform()
-    raise TemplateActivationError(selection.problem or "vllm-platform-template cannot activate")
+    raise TemplatePlatformError(selection.problem or "vllm-platform-template cannot start")
 
 
 def register_general() -> None:

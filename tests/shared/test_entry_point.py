@@ -10,12 +10,12 @@ import pytest
 from platform_resolution import resolve_platform_in_subprocess, second_plugin
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
-from vllm_platform_template.platform_hooks import activation
-from vllm_platform_template.platform_hooks.activation import (
+from vllm_platform_template.platform_hooks import entry_point
+from vllm_platform_template.platform_hooks.entry_point import (
     DEVICE_ENV,
     ERROR_QUALNAME,
     PLATFORM_QUALNAMES,
-    TemplateActivationError,
+    TemplatePlatformError,
     select_platform,
     vllm_version_problem,
 )
@@ -26,7 +26,7 @@ FOLDER_DEVICE = IDENTITY.device_type  # the device folder's (absent on the CPU t
 def test_unset_means_inactive() -> None:
     assert select_platform({}).qualname is None
     assert select_platform({DEVICE_ENV: "  "}).qualname is None
-    assert activation.register() is None
+    assert entry_point.register() is None
 
 
 def test_unknown_device_names_the_choices() -> None:
@@ -70,14 +70,14 @@ def test_version_check(found: tuple[str, str] | None, ok: bool) -> None:
 
 
 def test_version_check_can_be_overridden_for_drift_testing() -> None:
-    env = {activation.ALLOW_UNSUPPORTED_VLLM_ENV: "1"}
+    env = {entry_point.ALLOW_UNSUPPORTED_VLLM_ENV: "1"}
     assert vllm_version_problem(("vllm", "0.34.0"), environ=env) is None
 
 
 def test_error_factory_raises_the_problem(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DEVICE_ENV, "nonsense")
-    with pytest.raises(TemplateActivationError, match="nonsense"):
-        activation.raise_activation_error()
+    with pytest.raises(TemplatePlatformError, match="nonsense"):
+        entry_point.raise_platform_error()
 
 
 def test_vllm_resolves_stock_platform_when_unset() -> None:
@@ -91,7 +91,7 @@ def test_user_sees_bad_device_error_through_vllm() -> None:
     # still reach the user when vLLM resolves the platform.
     result = resolve_platform_in_subprocess({DEVICE_ENV: "tpu"})
     assert result.returncode != 0
-    assert "TemplateActivationError" in result.stderr
+    assert "TemplatePlatformError" in result.stderr
     assert f"{DEVICE_ENV}='tpu' is not a device" in result.stderr
 
 

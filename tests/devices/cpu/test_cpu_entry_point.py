@@ -1,4 +1,4 @@
-"""Activation of the CPU reference backend, and vLLM resolving it among platform plugins.
+"""The CPU reference backend through the platform entry point, and vLLM resolving it among plugins.
 
 Proves that ``VLLM_TEMPLATE_DEVICE=cpu`` (any case) selects the template's CPU
 platform, that vLLM resolves that platform when it loads the plugins, that
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from platform_resolution import resolve_platform_in_subprocess, second_plugin
 
-from vllm_platform_template.platform_hooks.activation import (
+from vllm_platform_template.platform_hooks.entry_point import (
     DEVICE_ENV,
     PLATFORM_QUALNAMES,
     select_platform,

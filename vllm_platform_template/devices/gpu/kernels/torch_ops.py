@@ -1,4 +1,4 @@
-"""The Triton kernels that vLLM IR dispatches to, as torch operators (``template_triton::*``).
+"""The Triton kernels that vLLM IR dispatches to, as torch operators (``<IR_PROVIDER>::*``).
 
 vLLM hook served: IR lowering. ``VllmIRLoweringPass`` replaces each IR op in a
 compiled piece with the chosen provider's implementation by tracing it with
@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import torch
 
-from vllm_platform_template.devices.gpu.kernels import activation, layernorm
+from vllm_platform_template.devices.gpu.kernels import IR_PROVIDER, activation, layernorm
 
-NAMESPACE = "template_triton"
+NAMESPACE = IR_PROVIDER
 
 _LIB = torch.library.Library(NAMESPACE, "DEF")
+_OPS = getattr(torch.ops, NAMESPACE)
 _LIB.define(
     "rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? variance_size=None) -> Tensor"
 )
@@ -91,7 +92,7 @@ def rms_norm(
     variance_size: int | None = None,
 ) -> torch.Tensor:
     """``layernorm.rms_norm`` through its operator (traceable); a new tensor."""
-    return torch.ops.template_triton.rms_norm(x, weight, epsilon, variance_size)
+    return _OPS.rms_norm(x, weight, epsilon, variance_size)
 
 
 def fused_add_rms_norm_(
@@ -102,7 +103,7 @@ def fused_add_rms_norm_(
     variance_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``layernorm.fused_add_rms_norm_`` through its operator; returns ``(x, residual)``."""
-    torch.ops.template_triton.fused_add_rms_norm_(x, residual, weight, epsilon, variance_size)
+    _OPS.fused_add_rms_norm_(x, residual, weight, epsilon, variance_size)
     return x, residual
 
 
@@ -110,4 +111,4 @@ def gelu_and_mul_sparse(
     x: torch.Tensor, std_multiplier: float, approximate: str = "none"
 ) -> torch.Tensor:
     """``activation.gelu_and_mul_sparse`` through its operator (traceable); a new tensor."""
-    return torch.ops.template_triton.gelu_and_mul_sparse(x, std_multiplier, approximate)
+    return _OPS.gelu_and_mul_sparse(x, std_multiplier, approximate)

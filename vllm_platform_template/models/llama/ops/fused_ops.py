@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from vllm_platform_template.device import AttentionKernels, kernel_table
-from vllm_platform_template.models.llama.kernels import reference
+from vllm_platform_template.models.llama.ops import reference
 from vllm_platform_template.reference_kernels import reference as kernel_reference
 from vllm_platform_template.reference_kernels.paged_attention import (
     reference as attention_reference,
