@@ -10,7 +10,8 @@ kernels"): override ``write_kv`` and ``attend`` with your kernels (and
 argument contract (``reference_kernels/paged_attention/contract.py``), and ``name``, which
 the engine reports as the attention path; ``full_graphs`` stays False until a
 captured decode step replays right for other lengths. Proven by
-``tests/shared/test_attention_backend.py`` and ``tests/devices/gpu/test_gpu_first_light.py``.
+``tests/shared/test_attention_backend.py`` and
+``tests/devices/gpu/test_gpu_first_light.py``.
 """
 
 from __future__ import annotations

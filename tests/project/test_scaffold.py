@@ -2,7 +2,9 @@
 
 Both shapes are generated: the full plugin (``new acme``: its device folder for
 CUDA and the CPU reference backend) and the first-light plugin (``new acme
---device npu``: the folder's first-light tier, identity table set to ``npu``).
+--device my_dev``: the folder's first-light tier, identity table set to ``my_dev``, a
+device type no torch nor this project names, so the test device runs under the
+plugin's name).
 Each is installed (editable, no dependencies) into a virtualenv that sees this
 environment's packages through a ``.pth`` file, so vLLM is not installed
 twice, and runs its own lint (ruff); the first-light one also its type check
@@ -12,7 +14,7 @@ test devices, tokens equal to transformers'); the full one one engine parity
 run of its e2e tier on its CPU backend, and its type check and whole unit tier
 where ``SCAFFOLD_FULL=1`` (``tox -e scaffold``: they are this project's own, renamed,
 about four CPU-minutes CI does not spend twice); and vLLM's own platform resolution
-shows the first-light one's user that no npu device is there without the test
+shows the first-light one's user that no my_dev device is there without the test
 device. Independent steps of the two run side by side (the machine has few
 cores; mypy is one thread). On a machine with the device (GPU tier), the full
 project's own device-tier parity tests run too.
@@ -38,12 +40,10 @@ from vllm_platform_template_tools.cli.new import generate, port_identity
 
 pytestmark = pytest.mark.e2e
 
-DEVICES = ("cuda", "npu")
+PORT_DEVICE = "my_dev"  # the first-light plugin's device type: not npu (the test device's default)
+DEVICES = ("cuda", PORT_DEVICE)
 FULL_ENV = "SCAFFOLD_FULL"  # 1: the full plugin's whole type check and unit tier too
-FOLDERS = {"cuda": "gpu", "npu": "npu"}  # device type -> its folder (and its tests' names)
-# What each project's own tox sets: the first-light plugin for npu runs on the PrivateUse1
-# test device (tests/test_device, built by this project's tox and shared by its build cache).
-DEVICE_ENVS = {"cuda": {}, "npu": {"NPU_TEST_DEVICE": "1"}}
+FOLDERS = {"cuda": "gpu", PORT_DEVICE: PORT_DEVICE}  # device type -> its folder (and tests)
 RUFF = Path(sys.executable).parent / "ruff"
 
 
@@ -52,6 +52,15 @@ class Project:
 
     def __init__(self, root: Path, python: Path) -> None:
         self.root, self.python = root, python
+
+    @property
+    def device_env(self) -> dict[str, str]:
+        """What its own tox sets (``tests/device.env``): a first-light plugin's names the
+        PrivateUse1 test device (tests/test_device, built by this project's tox and shared
+        by its build cache) and the device type it registers as."""
+        env_file = self.root / "tests" / "device.env"
+        lines = env_file.read_text().splitlines() if env_file.is_file() else []
+        return dict(ln.split("=", 1) for ln in lines if ln.strip() and not ln.startswith("#"))
 
     def start(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen:
         return subprocess.Popen(
@@ -140,7 +149,7 @@ def test_generated_projects_pass_their_unit_tests(projects) -> None:
     for device, project in _checked(projects).items():
         marker = f"not e2e and not {FOLDERS[device]}"  # the device tier's marker
         args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker)
-        env = DEVICE_ENVS[device]
+        env = project.device_env
         runs.append((f"unit tier ({device})", project.start(project.python, *args, env=env)))
     _finish(runs, timeout=1200)
 
@@ -150,10 +159,11 @@ def test_first_light_plugin_runs_vllm_on_the_test_device(projects) -> None:
     two devices, tokens equal transformers', weights and KV cache in its memory, its kernel
     table dispatched there, the MoE model on its reference experts kernel. All of them must
     run: a skip means the device was not there."""
-    project = projects["npu"]
+    project = projects[PORT_DEVICE]
+    assert project.device_env["NPU_TEST_DEVICE_NAME"] == PORT_DEVICE
     run = project.start(
         project.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-        "tests/devices/npu/test_npu_first_light.py", env=DEVICE_ENVS["npu"],
+        f"tests/devices/{PORT_DEVICE}/test_{PORT_DEVICE}_first_light.py", env=project.device_env,
     )  # fmt: skip
     output, _ = run.communicate(timeout=900)
     assert run.returncode == 0, output[-6000:]
@@ -170,31 +180,34 @@ def test_generated_project_matches_transformers_on_its_cpu_backend(projects) -> 
 
 def test_first_light_plugins_doctor_finds_the_whole_contract_on_the_test_device(projects) -> None:
     """``vllm-acme doctor`` probes each row of the torch-extension contract on the device."""
-    project = projects["npu"]
+    project = projects[PORT_DEVICE]
     proc = project.start(
         project.python, "-m", "vllm_acme_tools.cli.main", "doctor", "--json",
-        env={"VLLM_ACME_DEVICE": "npu", **DEVICE_ENVS["npu"]},
+        env={"VLLM_ACME_DEVICE": PORT_DEVICE, **project.device_env},
     )  # fmt: skip
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output[-3000:]
     report = _json_report(output)
-    assert report["selection"]["platform"] == "vllm_acme.devices.npu.platform.AcmeNpuPlatform"
+    platform = f"vllm_acme.devices.{PORT_DEVICE}.platform.AcmeMyDevPlatform"
+    assert report["selection"]["platform"] == platform
     assert report["torch_contract"] and not any(report["torch_contract"].values()), report
 
 
 def test_vllm_shows_the_port_what_first_light_still_misses(projects) -> None:
-    """vLLM resolving the platform with ``VLLM_ACME_DEVICE=npu`` and no npu device: the
-    entry point's error names what is missing (for a device type other than the test device's,
-    also the ``torch.distributed`` backend the identity table leaves to the vendor)."""
-    project = projects["npu"]
+    """vLLM resolving the platform with ``VLLM_ACME_DEVICE=my_dev`` and no such device (the
+    test device not registered): the entry point's error names what is missing."""
+    project = projects[PORT_DEVICE]
     code = "from vllm.platforms import current_platform; current_platform.device_type"
-    proc = project.start(project.python, "-c", code, env={"VLLM_ACME_DEVICE": "npu"})
+    proc = project.start(project.python, "-c", code, env={"VLLM_ACME_DEVICE": PORT_DEVICE})
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode != 0
-    assert "AcmePlatformError" in output and "sees no npu device" in output, output[-3000:]
-    identity = port_identity("npu")
+    assert "AcmePlatformError" in output, output[-3000:]
+    assert f"sees no {PORT_DEVICE} device" in output, output[-3000:]
+    identity = port_identity(PORT_DEVICE)
     for hook in HOOKS:
-        refused = f"names no {hook.field} for npu; see docs/porting-guide.md, {hook.section!r}"
+        refused = (
+            f"names no {hook.field} for {PORT_DEVICE}; see docs/porting-guide.md, {hook.section!r}"
+        )
         left_out = hook.field is not None and identity[hook.field] is None
         assert (refused in output) == (left_out and hook.tier == FIRST_LIGHT), hook.name
 
@@ -248,7 +261,7 @@ def speed_reports(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path
     (folder / "kernels/__init__.py").write_text(kernels)
     (folder / "attention_kernels.py").write_text((SPEED_TIER / "attention_kernels.py").read_text())
     plugin = Project(project, _install(project, root / "venv"))
-    device_env = {"VLLM_ACME_DEVICE": "npu", **DEVICE_ENVS["npu"]}
+    device_env = {"VLLM_ACME_DEVICE": "npu", "NPU_TEST_DEVICE": "1"}
     runs = {
         road: plugin.start(plugin.python, *SPEED_RUN, tiny_model_dir, *args, env=device_env | env)
         for road, (args, env) in SPEED_ROADS.items()

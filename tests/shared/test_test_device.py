@@ -22,7 +22,13 @@ import pytest
 
 pytest.importorskip("npu_test_device")
 
-from test_device_child import run_with_test_device as _run
+from test_device_child import run_with_test_device
+
+
+def _run(code: str, **env: str):
+    """``code`` on the test device under its default name (``npu``), whatever device type
+    the tox env gives it (a generated plugin's env names the plugin's)."""
+    return run_with_test_device(code, **{"NPU_TEST_DEVICE_NAME": "npu", **env})
 
 
 @pytest.fixture(scope="module")
@@ -248,13 +254,46 @@ def test_capture_on_the_default_stream_is_refused(graphs) -> None:
 def test_an_unbuilt_device_says_how_to_build_it(tmp_path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", "import torch"],
-        env={**os.environ, "NPU_TEST_DEVICE": "1", "XDG_CACHE_HOME": str(tmp_path)},
+        env={
+            **os.environ,
+            "NPU_TEST_DEVICE": "1",
+            "NPU_TEST_DEVICE_NAME": "npu",
+            "XDG_CACHE_HOME": str(tmp_path),
+        },
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode != 0
     assert "run `python -m npu_test_device build`" in proc.stderr
+
+
+def test_the_test_device_takes_the_device_type_a_plugin_names() -> None:
+    """``NPU_TEST_DEVICE_NAME=my_dev``: the device a plugin generated for ``my_dev`` runs on -
+    tensors, ``torch.my_dev``, ``torch.accelerator``, its ``my_devccl`` backend and the
+    device's own messages all under that name."""
+    device = run_with_test_device(
+        """
+        import json, torch, torch.distributed as dist, npu_test_device as d
+        x = torch.ones(3, device="my_dev") * 2
+        try:
+            torch.empty(1 << 40, dtype=torch.uint8, device="my_dev")
+            oom = None
+        except torch.OutOfMemoryError as error:
+            oom = str(error)
+        print(json.dumps({
+            "device": str(x.device), "sum": x.sum().item(), "names": [d.NAME, d.DIST_BACKEND],
+            "accelerator": torch.accelerator.current_accelerator().type,
+            "module": torch.my_dev.get_device_name(0), "backend": dist.is_backend_available(
+                "my_devccl"), "npu": hasattr(torch, "npu"), "oom": oom}))
+        """,
+        NPU_TEST_DEVICE_NAME="my_dev",
+    )
+    assert (device["device"], device["sum"], device["accelerator"]) == ("my_dev:0", 6.0, "my_dev")
+    assert device["names"] == ["my_dev", "my_devccl"] and device["backend"] is True
+    assert device["module"] == "my_dev test device 0 (host memory)"
+    assert device["npu"] is False
+    assert device["oom"] is not None and device["oom"].startswith("my_dev:0 is out of memory")
 
 
 def test_npuccl_collectives_between_two_processes(tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""The torch-extension contract's probes (``devices/gpu/torch_contract.py``) on a live device.
+"""The torch-extension contract's probes (``devices/gpu/torch_contract.py``) on a device.
 
 On the PrivateUse1 test device (a child process with ``NPU_TEST_DEVICE=1``) every
 row holds; without the device every row says so; a row whose piece is missing
@@ -35,7 +35,7 @@ def _probe_on_the_test_device(dist_backend: str) -> dict[str, str | None]:
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "NPU_TEST_DEVICE": "1"},
+        env={**os.environ, "NPU_TEST_DEVICE": "1", "NPU_TEST_DEVICE_NAME": "npu"},
         capture_output=True,
         text=True,
         timeout=240,

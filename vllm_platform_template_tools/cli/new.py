@@ -177,7 +177,7 @@ EXAMPLE_TESTS = ("tests/devices/gpu/speed_tier", "tests/full_plugin/conformance"
 # What differs between the shapes and is not a folder: whole files of the first-light
 # shape (scaffold/first_light/<path> -> <path>), in place of the full shape's.
 FIRST_LIGHT_PROJECT_FILES = {
-    "tests/device.env": "the tox envs' device: the PrivateUse1 test device (NPU_TEST_DEVICE=1)",
+    "tests/device.env": "the tox envs' device: the PrivateUse1 test device, named as the plugin's",
 }
 # pyproject.toml's description of each shape (the project's own is this project's).
 DESCRIPTIONS = {
@@ -198,7 +198,15 @@ DEVICE_FOLDER = f"{PACKAGE_DIR}/devices/gpu"
 IDENTITY_FILE = f"{DEVICE_FOLDER}/identity.py"
 DEFAULT_DEVICE = "cuda"  # the device folder's torch device type here
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{1,30}$")
-RESERVED_DEVICES = ("cpu", "meta", "gpu", "xpu")
+# torch parses a device string's type as letters and underscores (``mydev:0``; a digit in
+# the type makes it invalid), and refuses to rename PrivateUse1 to one of its own types; at
+# most 10 characters keep the generated sources' lines within their 100 columns.
+DEVICE_PATTERN = re.compile(r"^[a-z][a-z_]{1,9}$")
+TORCH_DEVICE_TYPES = (
+    "cpu", "cuda", "hip", "mps", "xpu", "mkldnn", "opengl", "opencl", "ideep", "vulkan", "ve",
+    "fpga", "maia", "xla", "lazy", "meta", "hpu", "mtia", "ipu", "privateuseone",
+)  # fmt: skip
+RESERVED_DEVICES = (*TORCH_DEVICE_TYPES, "gpu")  # gpu: this project's device folder
 # The new plugin's README, one whole file per shape (``@device@`` set to its device).
 README_SOURCES = {"full": "scaffold/README.md", "first light": "scaffold/first_light/README.md"}
 EXAMPLES_README = """# Examples: the speed tier of the vllm-platform-template project, not wired in
@@ -278,9 +286,10 @@ def device_renamer(device: str) -> Callable[[str], str]:
     """Renames the device folder (``devices/gpu`` -> ``devices/<device>``), its classes, its
     tests (``test_gpu_*``), their pytest marker and the words naming the GPU folder."""
     upper = device.upper()
+    camel = "".join(part.capitalize() for part in device.split("_"))  # my_dev -> MyDev
     replacements = [
         (re.compile(r"devices([./])gpu\b"), rf"devices\g<1>{device}"),
-        (re.compile(r"\bTemplateGpu(?=[A-Z])"), f"Template{device.capitalize()}"),
+        (re.compile(r"\bTemplateGpu(?=[A-Z])"), f"Template{camel}"),
         (re.compile(r"\bTemplateGPU(?=[A-Z])"), f"Template{upper}"),
         (re.compile(r"\btest_gpu_"), f"test_{device}_"),
         (re.compile(r"\bmark\.gpu\b"), f"mark.{device}"),
@@ -300,25 +309,26 @@ def device_renamer(device: str) -> Callable[[str], str]:
     return rename
 
 
-# The PrivateUse1 test device (tests/test_device/npu_test_device): its device type and its
-# torch.distributed backend. A first-light plugin for that device type runs on it as made.
-TEST_DEVICE = "npu"
-TEST_DEVICE_DIST_BACKEND = "npuccl"
+def test_device_dist_backend(device: str) -> str:
+    """The ``torch.distributed`` backend of the PrivateUse1 test device registered as
+    ``device`` (tests/test_device: ``NPU_TEST_DEVICE_NAME``; its ``DIST_BACKEND``)."""
+    return f"{device}ccl"
 
 
 def port_identity(device: str) -> dict[str, str | None]:
     """The identity table of a device the CUDA folder has not been ported to yet.
 
-    For the test device's type (:data:`TEST_DEVICE`) it names the test device's
-    ``torch.distributed`` backend, so the plugin runs there as generated; for any
-    other device that stays the vendor's to name (the entry point refuses until then).
+    It names the test device's ``torch.distributed`` backend, which the generated
+    plugin's tox envs register under the device's name (``tests/device.env``), so
+    the plugin runs there as generated; the vendor names their collective
+    library's backend in its place.
     """
     return {
         "device_type": device,
         "torch_module": device,  # torch.<device>, registered by the device's torch extension
         "dispatch_key": "PrivateUse1",  # the key torch gives an out-of-tree device
-        # its collective library's torch.distributed backend (HCCL, ...)
-        "dist_backend": TEST_DEVICE_DIST_BACKEND if device == TEST_DEVICE else None,
+        # the test device's; name your collective library's torch.distributed backend (HCCL, ...)
+        "dist_backend": test_device_dist_backend(device),
         "graph_api": None,
         "kernel_compiler": None,
         "array_interface": None,
@@ -477,8 +487,8 @@ def project_metadata(text: str, shape: str, device: str) -> str:
     return text
 
 
-def render_readme(source: str, device: str) -> str:
-    """A README source of ``scaffold/`` for ``device``: ``@device@`` and ``@Device@`` set."""
+def render_scaffold(source: str, device: str) -> str:
+    """A file of ``scaffold/`` for ``device``: ``@device@`` and ``@Device@`` set."""
     return source.replace("@device@", device).replace("@Device@", device.capitalize())
 
 
@@ -561,10 +571,19 @@ def check_names(name: str, device: str) -> None:
         raise SystemExit(
             f"invalid name {name!r}: use 2-31 lowercase letters/digits, starting with a letter"
         )
-    if not NAME_PATTERN.match(device) or device in RESERVED_DEVICES:
+    if device == DEFAULT_DEVICE:
+        return  # the full plugin: this project's CUDA folder as it is
+    if not DEVICE_PATTERN.match(device):
         raise SystemExit(
-            f"invalid device {device!r}: your accelerator's torch device type (e.g. npu), 2-31 "
-            f"lowercase letters/digits, not one of {', '.join(RESERVED_DEVICES)}"
+            f"invalid device {device!r}: your accelerator's torch device type (e.g. npu), 2-10 "
+            "lowercase letters or underscores, starting with a letter (torch reads the type of "
+            "a device string such as 'npu:0' as letters and underscores: no digits)"
+        )
+    if device in RESERVED_DEVICES:
+        raise SystemExit(
+            f"invalid device {device!r}: torch has a device of that type built in (or it is this "
+            f"project's folder); an out-of-tree device needs its own name, not one of "
+            f"{', '.join(RESERVED_DEVICES)}"
         )
 
 
@@ -622,7 +641,7 @@ def generate(
             write(path, text)
         files += 1
     for path, source in whole_files.items():
-        write(path, (root / source).read_text(), source)
+        write(path, render_scaffold((root / source).read_text(), device), source)
         files += 1
     if with_examples:
         for path in example_files(root):
@@ -631,7 +650,7 @@ def generate(
         (out / "examples" / "README.md").write_text(rename(EXAMPLES_README))
         files += 1
     readme = root / README_SOURCES[shape]
-    write("README.md", render_readme(readme.read_text(), device), README_SOURCES[shape])
+    write("README.md", render_scaffold(readme.read_text(), device), README_SOURCES[shape])
     format_project(out, ruff)
     print(f"wrote {files + 1} files to {out} (device folder: {device}, {shape} plugin)")
     return out

@@ -3,7 +3,8 @@
 It reaches torch the way a real accelerator's extension does (torch_npu,
 intel_extension_for_pytorch's XPU before torch had it): a compiled library
 registers the PrivateUse1 backend's runtime and operators (``csrc/``), the
-backend is renamed ``npu``, its device module becomes ``torch.npu``, and torch
+backend is renamed ``npu`` (or the name in ``NPU_TEST_DEVICE_NAME``: any device
+type a generated plugin names), its device module becomes ``torch.npu``, and torch
 loads it at ``import torch`` through the ``torch.backends`` entry point (device
 backend autoload). Its memory is host memory owned by its own allocator, so
 everything vLLM does with device memory - views, copies, a KV cache, memory
@@ -28,7 +29,7 @@ Pieces, each with the torch hook it serves:
   in ``at::GraphImplRegistry``): capture records without running, memory pools,
   replay, and the capture rules of a GPU;
 - :mod:`.device_module`: ``torch.npu`` (``torch._register_device_module``);
-- :mod:`.collectives`: the ``npuccl`` ``torch.distributed`` backend.
+- :mod:`.collectives`: the ``npuccl`` (``<name>ccl``) ``torch.distributed`` backend.
 
 ``python -m npu_test_device build`` compiles the library once per source and
 torch version (``torch.utils.cpp_extension``, ninja) into
@@ -58,12 +59,15 @@ if TYPE_CHECKING:
 # torch is imported inside the functions: torch's autoload imports this module while
 # `import torch` is still running (the last step of torch's own initialisation).
 
-NAME = "npu"
-"""The device type of the test device's tensors (``torch.device("npu")``)."""
-DIST_BACKEND = "npuccl"
-"""Its ``torch.distributed`` backend."""
 ENABLE_ENV = "NPU_TEST_DEVICE"
 """``1``: torch's device backend autoload registers the test device in this process."""
+NAME_ENV = "NPU_TEST_DEVICE_NAME"
+"""The device type it registers as (``npu`` by default): a plugin generated for device
+``mydev`` runs on it as ``torch.device("mydev")``, ``torch.mydev``."""
+NAME = os.environ.get(NAME_ENV) or "npu"
+"""The device type of the test device's tensors (``torch.device(NAME)``)."""
+DIST_BACKEND = f"{NAME}ccl"
+"""Its ``torch.distributed`` backend (``npuccl`` for ``npu``)."""
 COUNT_ENV = "NPU_TEST_DEVICE_COUNT"
 """How many devices it has (2 by default)."""
 MEMORY_ENV = "NPU_TEST_DEVICE_MEMORY"
@@ -149,7 +153,7 @@ def register() -> None:
     path = library_path()
     if not path.exists():
         raise TestDeviceNotBuilt(
-            f"the npu test device is not built for torch {torch.__version__} "
+            f"the {NAME} test device is not built for torch {torch.__version__} "
             f"(expected {path}): run `python -m npu_test_device build`"
         )
     torch.ops.load_library(str(path))

@@ -65,7 +65,7 @@ def synchronize(device: DeviceLike = None) -> None:
 
 
 def get_device_name(device: DeviceLike = None) -> str:
-    return f"npu test device {_index(device)} (host memory)"
+    return f"{torch._C._get_privateuse1_backend_name()} test device {_index(device)} (host memory)"
 
 
 def get_device_properties(device: DeviceLike = None) -> DeviceProperties:

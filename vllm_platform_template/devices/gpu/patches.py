@@ -142,8 +142,9 @@ PATCHES: tuple[Patch, ...] = (
             "which serves CUDA/ROCm (vllm._C) and XPU and raises for every out-of-tree "
             "platform ('currently not supported in: cuda'), though the platform says pinned "
             "memory, hence UVA, is available. A template accelerator answers with "
-            "TemplateDevice.pinned_device_view (the GPU folder: devices/gpu/views.py, a zero-copy "
-            "device view of the pinned tensor, torch only); others keep vLLM's answer."
+            "TemplateDevice.pinned_device_view "
+            "(the GPU folder: devices/gpu/views.py, "
+            "a zero-copy device view of the pinned tensor, torch only); others keep vLLM's answer."
         ),
         upstream=(
             "vLLM 0.32.0 vllm/utils/torch_utils.py::get_accelerator_view_from_cpu_tensor "

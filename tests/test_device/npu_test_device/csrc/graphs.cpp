@@ -98,7 +98,7 @@ bool this_thread_captures(const Capture& capture, c10::DeviceIndex device) {
     capture.invalidated_by = what;
   }
   TORCH_CHECK(
-      false, "npu:", static_cast<int>(capture.device), " is capturing a graph: ", what,
+      false, c10::get_privateuse1_backend(), ":", static_cast<int>(capture.device), " is capturing a graph: ", what,
       " is not allowed during capture (a graph records device work; it cannot wait for it or "
       "hand its results to the host). The capture is invalidated: end it, reset() the graph, "
       "and capture again without it.");
@@ -121,12 +121,12 @@ class Graph final : public at::GraphImplInterface {
     const auto stream = current_stream_id(device);
     TORCH_CHECK(
         stream != 0,
-        "npu graphs are captured on a stream other than the default stream: capture inside "
-        "`with torch.Stream(device=\"npu\"):` (as on CUDA, where the legacy default stream "
-        "cannot be captured)");
+        c10::get_privateuse1_backend(), " graphs are captured on a stream other than the default stream: capture "
+        "inside `with torch.Stream(device=\"", c10::get_privateuse1_backend(), "\"):` (as on CUDA, where the legacy "
+        "default stream cannot be captured)");
     TORCH_CHECK(!captured_, "this graph holds a capture already: reset() it first");
     std::lock_guard<std::mutex> lock(capture_mutex);
-    TORCH_CHECK(active == nullptr, "another npu graph is being captured in this process");
+    TORCH_CHECK(active == nullptr, "another ", c10::get_privateuse1_backend(), " graph is being captured in this process");
     capture_ = Capture{device, stream, std::this_thread::get_id(), mode, pool_for(pool), {}, {}};
     active = &capture_;
     capturing = true;
@@ -144,7 +144,7 @@ class Graph final : public at::GraphImplInterface {
     if (!capture_.invalidated_by.empty()) {
       const auto reason = capture_.invalidated_by;
       capture_ = Capture{};
-      TORCH_CHECK(false, "the npu graph capture was invalidated by ", reason,
+      TORCH_CHECK(false, "the ", c10::get_privateuse1_backend(), " graph capture was invalidated by ", reason,
                   ": nothing was captured; reset() the graph and capture again without it");
     }
     captured_ = true;

@@ -498,7 +498,7 @@ at::Tensor& set_storage(
     at::Tensor& self, c10::Storage source, int64_t storage_offset, c10::IntArrayRef size,
     c10::IntArrayRef stride) {
   count("aten::set_.source_Storage_storage_offset");
-  TORCH_CHECK(source.device().is_privateuseone(), "set_: the storage is not npu memory");
+  TORCH_CHECK(source.device().is_privateuseone(), "set_: the storage is not ", c10::get_privateuse1_backend(), " memory");
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_storage_keep_dtype(std::move(source));
   impl->set_sizes_and_strides(size, stride, storage_offset);

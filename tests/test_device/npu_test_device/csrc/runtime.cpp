@@ -69,7 +69,7 @@ c10::DeviceIndex current_device() {
 
 void check_device(c10::DeviceIndex index) {
   TORCH_CHECK(
-      index >= 0 && index < device_count(), "npu:", static_cast<int>(index),
+      index >= 0 && index < device_count(), c10::get_privateuse1_backend(), ":", static_cast<int>(index),
       " does not exist: this test device has ", static_cast<int>(device_count()),
       " devices (NPU_TEST_DEVICE_COUNT)");
 }
@@ -106,11 +106,11 @@ struct DeviceMemory final : c10::DeviceAllocator {
       const auto in_use = stats.allocated_bytes[kAll].current;
       TORCH_CHECK_WITH(
           OutOfMemoryError, in_use + static_cast<int64_t>(nbytes) <= device_capacity(),
-          "npu:", static_cast<int>(device), " is out of memory: ", nbytes,
+          c10::get_privateuse1_backend(), ":", static_cast<int>(device), " is out of memory: ", nbytes,
           " bytes asked, ", in_use, " of ", device_capacity(), " in use");
       const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
       data = std::aligned_alloc(kAlignment, rounded);
-      TORCH_CHECK(data != nullptr, "the host could not back ", nbytes, " bytes of npu memory");
+      TORCH_CHECK(data != nullptr, "the host could not back ", nbytes, " bytes of ", c10::get_privateuse1_backend(), " memory");
       blocks_[data] = {device, nbytes};
       for (auto* stat : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
                          &stats.requested_bytes}) {
@@ -201,7 +201,7 @@ struct DeviceMemory final : c10::DeviceAllocator {
         return block.device;
       }
     }
-    TORCH_CHECK(false, "pointer ", ptr, " is not in the memory of any npu device");
+    TORCH_CHECK(false, "pointer ", ptr, " is not in the memory of any ", c10::get_privateuse1_backend(), " device");
   }
 
  private:
