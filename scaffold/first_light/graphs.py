@@ -8,9 +8,10 @@ called. Speed (docs/porting-guide.md, "13. Graph capture"): where your torch
 extension registers torch's device-neutral graphs, name ``"accelerator"`` as the
 identity's ``graph_api``; this backend then captures on a side stream in the
 platform's pool (``torch.<module>.graph_pool_handle()``), and replays on the same
-memory; outputs stay as they are (a non-owning view needs the array interface,
-``views.py``). Another graph API: write the three methods with it. Without a graph
-API ``tests/devices/gpu/test_gpu_platform.py`` holds the first-light policy (no
+memory; outputs stay as they are (a non-owning view needs the array interface and
+device views, docs/porting-guide.md, "9. Pinned and UVA buffers"). Another graph
+API: write the three methods with it. Without a graph API
+``tests/devices/gpu/test_gpu_platform.py`` holds the first-light policy (no
 graphs); the FULL wrapper these graphs serve is
 ``tests/shared/test_full_graph_wrapper.py``'s, proven in an engine on the PrivateUse1
 test device by the speed-tier test of the project ``new`` comes from.

@@ -167,7 +167,6 @@ FIRST_LIGHT_FILES = {
     "kernels/__init__.py": "the reference kernels, where the device's own will go",
     "attention_kernels.py": "the reference paged attention, to override method by method",
     "graphs.py": "the graph backend's three methods, to write with the device's graphs",
-    "views.py": "the device view of pinned memory, to write with the device's runtime",
 }
 FIRST_LIGHT_SOURCE = "scaffold/first_light"
 # The speed tier's tests ``--with-examples`` copies beside its code: the device folder's and

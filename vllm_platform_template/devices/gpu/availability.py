@@ -144,8 +144,8 @@ HOOKS = (
         "vLLM's V1 model runner and torch sampler, synchronous scheduling",
     ),
     Hook(
-        "pinned / UVA buffers (get_accelerator_view_from_cpu_tensor)",
-        "views.py",
+        "pinned / UVA buffers (get_accelerator_view_from_cpu_tensor: DEVICE.pinned_device_view)",
+        "device.py",
         SPEED,
         "9. Pinned and UVA buffers",
         "array_interface",

@@ -143,7 +143,7 @@ PATCHES: tuple[Patch, ...] = (
             "platform ('currently not supported in: cuda'), though the platform says pinned "
             "memory, hence UVA, is available. A template accelerator answers with "
             "TemplateDevice.pinned_device_view "
-            "(the GPU folder: devices/gpu/views.py, "
+            "(the GPU folder's views.py, "
             "a zero-copy device view of the pinned tensor, torch only); others keep vLLM's answer."
         ),
         upstream=(
