@@ -12,6 +12,7 @@ and a device module without a capability version or compute-unit count gets vLLM
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 from types import SimpleNamespace
 
@@ -235,8 +236,21 @@ def test_first_light_uses_vllms_communicator(monkeypatch) -> None:
     assert folder.TemplateGpuPlatform.get_device_communicator_cls().endswith(
         "base_device_communicator.DeviceCommunicatorBase"
     )
-    monkeypatch.setattr(folder, "IDENTITY", SPEED)  # a graph API: its capture communicator
-    assert folder.TemplateGpuPlatform.get_device_communicator_cls() == folder.COMMUNICATOR
+    monkeypatch.setattr(folder, "IDENTITY", SPEED)  # a graph class: its capture communicator
+    if importlib.util.find_spec(folder.COMMUNICATOR.rsplit(".", 1)[0]) is None:
+        with pytest.raises(RuntimeError, match=r"communicator\.py"):  # a first-light folder
+            folder.TemplateGpuPlatform.get_device_communicator_cls()
+    else:
+        assert folder.TemplateGpuPlatform.get_device_communicator_cls() == folder.COMMUNICATOR
+
+
+def test_a_graph_class_without_the_folders_communicator_is_refused_with_what_to_write(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(folder, "IDENTITY", SPEED)
+    monkeypatch.setattr(folder, "COMMUNICATOR", f"{folder.__package__}.not_written.Communicator")
+    with pytest.raises(RuntimeError, match=r"communicator.py .*'5. Communicator'.*write it"):
+        folder.TemplateGpuPlatform.get_device_communicator_cls()
 
 
 def test_every_template_platform_spawns_its_engine_processes(monkeypatch) -> None:

@@ -54,6 +54,7 @@ it in CI) and the device tier's engine tests.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -189,6 +190,15 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
         folder's, with the device module's streams, for a graph class of that module."""
         if IDENTITY.graph_api in (None, ACCELERATOR_GRAPH):
             return super().get_device_communicator_cls()
+        if importlib.util.find_spec(COMMUNICATOR.rsplit(".", 1)[0]) is None:
+            raise RuntimeError(
+                f"identity.py names the graph class torch.{IDENTITY.torch_module}."
+                f"{IDENTITY.graph_api}: capturing with it needs {FOLDER}/communicator.py "
+                "(vLLM's capture context on the device module's streams; docs/porting-guide.md, "
+                "'5. Communicator'), which this folder lacks: write it, or name "
+                f"graph_api={ACCELERATOR_GRAPH!r} (torch.accelerator.Graph), for which vLLM's "
+                "own communicator serves"
+            )
         return COMMUNICATOR
 
     # --- first light: eager mode, V1 model runner ---------------------------
