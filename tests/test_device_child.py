@@ -29,3 +29,12 @@ def run_with_test_device(code: str, **env: str) -> Any:
         )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def device_env_of(project: Path) -> dict[str, str]:
+    """The variables a project's tox sets for its device (``tests/device.env``, which tox
+    reads as ``set_env = file|...``): for a first-light plugin, the PrivateUse1 test device
+    and the device type it registers as; empty where the file is absent."""
+    env_file = project / "tests" / "device.env"
+    lines = env_file.read_text().splitlines() if env_file.is_file() else []
+    return dict(ln.split("=", 1) for ln in lines if ln.strip() and not ln.startswith("#"))

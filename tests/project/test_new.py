@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_device_child import device_env_of
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template_tools.cli.new import (
@@ -290,12 +291,7 @@ def test_any_device_name_gets_the_test_device_under_that_name(tmp_path) -> None:
     """A device type other than npu: the tox envs register the test device under it, the
     identity names its torch.distributed backend, the classes are named after it."""
     project = generate("acme", tmp_path / "my_dev", "my_dev")
-    env = dict(
-        line.split("=", 1)
-        for line in (project / "tests/device.env").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
-    assert env == {"NPU_TEST_DEVICE": "1", "NPU_TEST_DEVICE_NAME": "my_dev"}
+    assert device_env_of(project) == {"NPU_TEST_DEVICE": "1", "NPU_TEST_DEVICE_NAME": "my_dev"}
     folder = project / "vllm_acme/devices/my_dev"
     identity = runpy.run_path(str(folder / "identity.py"))["IDENTITY"]
     assert vars(identity) == port_identity("my_dev")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 from hf_reference import decoding_of
+from test_device_child import device_env_of
 
 from vllm_platform_template.devices.gpu.availability import FIRST_LIGHT, HOOKS
 from vllm_platform_template.devices.gpu.identity import IDENTITY
@@ -55,12 +56,9 @@ class Project:
 
     @property
     def device_env(self) -> dict[str, str]:
-        """What its own tox sets (``tests/device.env``): a first-light plugin's names the
-        PrivateUse1 test device (tests/test_device, built by this project's tox and shared
-        by its build cache) and the device type it registers as."""
-        env_file = self.root / "tests" / "device.env"
-        lines = env_file.read_text().splitlines() if env_file.is_file() else []
-        return dict(ln.split("=", 1) for ln in lines if ln.strip() and not ln.startswith("#"))
+        """What its own tox sets for its device (the test device is built by this project's
+        tox and shared by its build cache)."""
+        return device_env_of(self.root)
 
     def start(self, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen:
         return subprocess.Popen(
@@ -261,7 +259,7 @@ def speed_reports(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path
     (folder / "kernels/__init__.py").write_text(kernels)
     (folder / "attention_kernels.py").write_text((SPEED_TIER / "attention_kernels.py").read_text())
     plugin = Project(project, _install(project, root / "venv"))
-    device_env = {"VLLM_ACME_DEVICE": "npu", "NPU_TEST_DEVICE": "1"}
+    device_env = {"VLLM_ACME_DEVICE": "npu", **plugin.device_env}
     runs = {
         road: plugin.start(plugin.python, *SPEED_RUN, tiny_model_dir, *args, env=device_env | env)
         for road, (args, env) in SPEED_ROADS.items()

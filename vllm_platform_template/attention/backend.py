@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from vllm.v1.kv_cache_interface import KVCacheSpec
 
 __all__ = [
-    "ATTENTION_BACKEND_NAME",
     "TemplateAttentionBackend",
     "TemplateAttentionImpl",
     "TemplateAttentionMetadata",

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+import npu_test_device
+
 DeviceLike = torch.device | str | int | None
 
 
@@ -65,7 +67,7 @@ def synchronize(device: DeviceLike = None) -> None:
 
 
 def get_device_name(device: DeviceLike = None) -> str:
-    return f"{torch._C._get_privateuse1_backend_name()} test device {_index(device)} (host memory)"
+    return f"{npu_test_device.NAME} test device {_index(device)} (host memory)"
 
 
 def get_device_properties(device: DeviceLike = None) -> DeviceProperties:
