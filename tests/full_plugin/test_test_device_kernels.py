@@ -1,6 +1,7 @@
 """The test device's own kernels (``csrc/kernels.cpp``) keep vLLM's op semantics.
 
-Each kernel runs on ``npu`` tensors in a child process with the device and is
+Each kernel (``torch.ops.npu.*``: the library takes the device's name) runs on
+``npu`` tensors in a child process with the device and is
 compared with the plain-torch semantics: the plugin's reference kernels (vLLM
 IR's native ``rms_norm`` and ``fused_add_rms_norm``, ``SiluAndMul``,
 ``RotaryEmbedding.forward_static``) and ``tests/full_plugin/paged_attention_reference.py``
@@ -34,7 +35,7 @@ def kernels() -> dict:
         from paged_attention_reference import ref_paged_attention, ref_reshape_and_cache
         from vllm_platform_template.reference_kernels import reference as ref
 
-        ops = torch.ops.npu_test
+        ops = torch.ops.npu  # the library named as the device
         gen = torch.Generator().manual_seed(0)
 
         def randn(*shape, dtype=torch.float32):
@@ -134,9 +135,9 @@ def test_each_kernel_equals_vllms_op_semantics(kernels) -> None:
 
 def test_each_launch_is_counted_on_the_device(kernels) -> None:
     counts = kernels["counts"]
-    assert counts["npu_test::rms_norm"] == 6 and counts["npu_test::rotary_embedding"] == 4
-    assert counts["npu_test::paged_attention"] == 2  # one eager launch, one captured
-    assert counts["replay:npu_test::paged_attention"] == 3
+    assert counts["npu::rms_norm"] == 6 and counts["npu::rotary_embedding"] == 4
+    assert counts["npu::paged_attention"] == 2  # one eager launch, one captured
+    assert counts["replay:npu::paged_attention"] == 3
 
 
 def test_a_captured_attention_reads_the_lengths_when_it_replays(kernels) -> None:

@@ -313,8 +313,8 @@ def test_speed_tier_ran_the_devices_own_kernels(speed_reports, road) -> None:
     TEMPLATE_ATTN backend ran the device's attention."""
     counts = speed_reports[road]["device_dispatch"]
     for kernel in DEVICE_KERNELS:
-        assert counts.get(f"npu_test::{kernel}", 0) > 0, kernel
-        assert counts.get(f"replay:npu_test::{kernel}", 0) >= 31, kernel
+        assert counts.get(f"npu::{kernel}", 0) > 0, kernel
+        assert counts.get(f"replay:npu::{kernel}", 0) >= 31, kernel
     assert speed_reports[road]["attention_backends"] and "npu_test" in speed_reports[road]["_log"]
 
 
@@ -330,11 +330,11 @@ def test_each_road_reached_the_device_kernels_its_own_way(speed_reports) -> None
     assert set(lowered) == {"rms_norm", "fused_add_rms_norm"}, lowered
     assert all(set(providers) == {"acme_npu"} for providers in lowered.values()), lowered
     assert ir["compile"]["fusion_matches"]["SiluAndMulFusionPass"] > 0, ir["compile"]
-    assert ir["device_dispatch"]["replay:npu_test::fused_add_rms_norm"] >= 31
+    assert ir["device_dispatch"]["replay:npu::fused_add_rms_norm"] >= 31
     assert custom_op["compilation_mode"] == "NONE"
     assert custom_op["ir_ops"]["rms_norm"]["priority"] == ["native"]
     assert custom_op["custom_op_layers"]["AcmeRMSNorm"] == ["forward_oot"]
-    assert custom_op["device_dispatch"]["replay:npu_test::fused_add_rms_norm"] >= 31
+    assert custom_op["device_dispatch"]["replay:npu::fused_add_rms_norm"] >= 31
     assert hw["model_class"].endswith("TransformersForCausalLM")
     assert hw["custom_op_layers"]["AcmeTPAwareRMSNorm"] == ["forward_oot"]
     assert hw["custom_op_layers"]["AcmeHwAgnosticSiluAndMul"] == ["forward_oot"]

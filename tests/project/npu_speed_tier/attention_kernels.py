@@ -3,7 +3,7 @@
 What a vendor writes into a first-light plugin's ``devices/npu/attention_kernels.py``
 once the device's extension ships attention kernels: the KV write and causal paged
 attention of the reference's contract (cache layout, slots), launched as the
-extension's operators (``torch.ops.npu_test.reshape_and_cache`` and
+extension's operators (``torch.ops.npu.reshape_and_cache`` and
 ``paged_attention``). They read the batch's lengths from device memory when they
 run, so one captured launch serves every replay: ``full_graphs``. ``test_scaffold.py``
 copies this file over a generated ``new acme --device npu`` plugin's.
@@ -31,7 +31,7 @@ class DeviceAttentionKernels(ReferenceAttentionKernels):
         value_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
     ) -> None:
-        torch.ops.npu_test.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)
+        torch.ops.npu.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)
 
     def attend(
         self,
@@ -48,6 +48,6 @@ class DeviceAttentionKernels(ReferenceAttentionKernels):
         key: torch.Tensor | None = None,
         value: torch.Tensor | None = None,
     ) -> None:
-        torch.ops.npu_test.paged_attention(
+        torch.ops.npu.paged_attention(
             output, query, key_cache, value_cache, block_table, seq_lens, query_start_loc, scale
         )

@@ -2,7 +2,7 @@
 
 What a vendor writes into a first-light plugin's ``devices/npu/kernels/`` once the
 device's torch extension ships its kernels: each entry calls the extension's
-operator (``torch.ops.npu_test.*``, PrivateUse1 and Meta kernels, counted by the
+operator (``torch.ops.npu.*``, PrivateUse1 and Meta kernels, counted by the
 device; ``tests/test_device/npu_test_device/csrc/kernels.cpp``) with vLLM's op
 semantics, and ``supports`` says which calls it takes. ``test_scaffold.py`` copies
 this file over a generated ``new acme --device npu`` plugin's ``kernels/__init__.py``.
@@ -34,7 +34,7 @@ __all__ = [
 def rms_norm(
     x: torch.Tensor, weight: torch.Tensor | None, epsilon: float, variance_size: int | None = None
 ) -> torch.Tensor:
-    return torch.ops.npu_test.rms_norm(x, weight, epsilon, variance_size)
+    return torch.ops.npu.rms_norm(x, weight, epsilon, variance_size)
 
 
 def fused_add_rms_norm(
@@ -44,11 +44,11 @@ def fused_add_rms_norm(
     epsilon: float,
     variance_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.ops.npu_test.fused_add_rms_norm(x, residual, weight, epsilon, variance_size)
+    return torch.ops.npu.fused_add_rms_norm(x, residual, weight, epsilon, variance_size)
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    return torch.ops.npu_test.silu_and_mul(x)
+    return torch.ops.npu.silu_and_mul(x)
 
 
 def supports(*args: Any, **kwargs: Any) -> bool:

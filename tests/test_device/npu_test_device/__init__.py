@@ -22,7 +22,7 @@ Pieces, each with the torch hook it serves:
   storage, counting each dispatch (:func:`dispatch_counts`), or records it into
   the graph being captured;
 - ``csrc/kernels.cpp``: the device's own kernels for vLLM's hot operators
-  (``torch.ops.npu_test.rms_norm``, ``fused_add_rms_norm``, ``silu_and_mul``,
+  (``torch.ops.<name>.rms_norm``, ``fused_add_rms_norm``, ``silu_and_mul``,
   ``rotary_embedding``, ``reshape_and_cache``, ``paged_attention``): PrivateUse1
   and Meta kernels, counted, recorded into graphs like any device launch;
 - ``csrc/graphs.cpp``: ``torch.accelerator.Graph`` (``at::GraphImplInterface``
@@ -159,6 +159,7 @@ def register() -> None:
     torch.ops.load_library(str(path))
     torch.utils.rename_privateuse1_backend(NAME)
     torch.ops.npu_test.register_graph_impl()  # torch.accelerator.Graph, keyed by the new name
+    torch.ops.npu_test.register_kernels(NAME)  # its kernels: torch.ops.<NAME>.rms_norm, ...
     from npu_test_device import collectives, device_module
 
     torch._register_device_module(NAME, device_module)

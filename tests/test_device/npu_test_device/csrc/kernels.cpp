@@ -1,7 +1,8 @@
 // The test device's own kernels: what a vendor's extension ships for vLLM's hot operators.
 //
-// Each is an operator of the `npu_test` library with a PrivateUse1 kernel and a Meta
-// kernel (TORCH_LIBRARY_IMPL), as a real extension registers its device kernels:
+// Each is an operator of a library named as the device (`torch.ops.<device>`, the name
+// PrivateUse1 was renamed to; register_kernels, called once the backend is renamed), with
+// a PrivateUse1 kernel and a Meta kernel, as a real extension registers its device kernels:
 //   rms_norm, fused_add_rms_norm   vLLM IR's rms_norm / fused_add_rms_norm (native semantics)
 //   silu_and_mul                   vLLM's SiluAndMul
 //   rotary_embedding               vLLM's rotary_embedding, in place on query and key
@@ -14,8 +15,8 @@
 // (graphs.cpp) and run at each replay. The work reads everything it needs from device
 // memory when it runs (paged_attention reads seq_lens and query_start_loc then), so one
 // captured launch serves every replay whatever the batch's lengths. Each launch is counted
-// under its operator's name (npu_test::dispatch_counts); the Meta kernel sizes the results
-// without running, for graph capture and torch.compile.
+// under its operator's name, `<device>::<kernel>` (npu_test::dispatch_counts); the Meta
+// kernel sizes the results without running, for graph capture and torch.compile.
 
 #include "runtime.h"
 
@@ -25,7 +26,9 @@
 #include <torch/library.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -34,8 +37,12 @@ namespace npu_test {
 
 namespace {
 
+// The library the kernels are registered in: the device's name (register_kernels).
+std::string kernel_namespace;
+
 // Run `work` now, or record it into the graph this thread captures on `device`.
-void launch(const char* name, const at::Tensor& on, std::function<void()> work) {
+void launch(const char* kernel, const at::Tensor& on, std::function<void()> work) {
+  const auto name = kernel_namespace + "::" + kernel;
   count_call(name);
   if (recording(on.device().index())) {
     record(name, std::move(work));
@@ -64,7 +71,7 @@ at::Tensor rms_norm(
     const at::Tensor& x, const std::optional<at::Tensor>& weight, double epsilon,
     std::optional<int64_t> variance_size) {
   auto out = at::empty_like(x);
-  launch("npu_test::rms_norm", x, [x, weight, epsilon, variance_size, out]() {
+  launch("rms_norm", x, [x, weight, epsilon, variance_size, out]() {
     const auto host = on_host(x);
     on_host(out).copy_(
         normalized(host.to(at::kFloat), weight, epsilon, variance_size, host.scalar_type()));
@@ -77,7 +84,7 @@ std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(
     double epsilon, std::optional<int64_t> variance_size) {
   auto out = at::empty_like(x);
   auto sum = at::empty_like(x);
-  launch("npu_test::fused_add_rms_norm", x,
+  launch("fused_add_rms_norm", x,
          [x, residual, weight, epsilon, variance_size, out, sum]() {
            const auto host = on_host(x);
            const auto added = host.to(at::kFloat) + on_host(residual).to(at::kFloat);
@@ -97,7 +104,7 @@ std::vector<int64_t> halved_last(const at::Tensor& x) {
 at::Tensor silu_and_mul(const at::Tensor& x) {
   c10::DeviceGuard guard(x.device());
   auto out = at::empty(halved_last(x), x.options());
-  launch("npu_test::silu_and_mul", x, [x, out]() {
+  launch("silu_and_mul", x, [x, out]() {
     const auto host = on_host(x);
     const auto d = host.size(-1) / 2;
     on_host(out).copy_(at::silu(host.narrow(-1, 0, d)) * host.narrow(-1, d, d));
@@ -126,7 +133,7 @@ void rotate_in_place(
 void rotary_embedding(
     const at::Tensor& positions, const at::Tensor& query, const std::optional<at::Tensor>& key,
     int64_t head_size, const at::Tensor& cos_sin_cache, bool is_neox) {
-  launch("npu_test::rotary_embedding", query,
+  launch("rotary_embedding", query,
          [positions, query, key, head_size, cos_sin_cache, is_neox]() {
            const auto flat = on_host(positions).flatten();
            const auto cache = on_host(cos_sin_cache);
@@ -147,7 +154,7 @@ void rotary_embedding(
 void reshape_and_cache(
     const at::Tensor& key, const at::Tensor& value, const at::Tensor& key_cache,
     const at::Tensor& value_cache, const at::Tensor& slot_mapping) {
-  launch("npu_test::reshape_and_cache", key,
+  launch("reshape_and_cache", key,
          [key, value, key_cache, value_cache, slot_mapping]() {
            using at::indexing::Slice;
            const auto slots = on_host(slot_mapping);
@@ -173,7 +180,7 @@ void paged_attention(
     const at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
     const at::Tensor& value_cache, const at::Tensor& block_table, const at::Tensor& seq_lens,
     const at::Tensor& query_start_loc, double scale) {
-  launch("npu_test::paged_attention", query,
+  launch("paged_attention", query,
          [out, query, key_cache, value_cache, block_table, seq_lens, query_start_loc, scale]() {
            const auto q_all = on_host(query);
            const auto k_cache = on_host(key_cache);
@@ -249,41 +256,54 @@ void paged_attention_meta(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
     const at::Tensor&, const at::Tensor&, const at::Tensor&, double) {}
 
+// The libraries of the kernels, alive for the process (torch keeps their registrations as
+// long as the objects live; a static macro could not take the device's name at run time).
+std::vector<std::unique_ptr<torch::Library>> kernel_libraries;
+
+void register_kernels(const std::string& ns) {
+  TORCH_CHECK(kernel_libraries.empty(), "the test device's kernels are registered already");
+  kernel_namespace = ns;
+  auto defs = std::make_unique<torch::Library>(
+      torch::Library::DEF, ns, std::nullopt, __FILE__, __LINE__);
+  defs->def("rms_norm(Tensor x, Tensor? weight, float epsilon, int? variance_size=None) -> Tensor");
+  defs->def(
+      "fused_add_rms_norm(Tensor x, Tensor residual, Tensor? weight, float epsilon, "
+      "int? variance_size=None) -> (Tensor, Tensor)");
+  defs->def("silu_and_mul(Tensor x) -> Tensor");
+  defs->def(
+      "rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? key, int head_size, "
+      "Tensor cos_sin_cache, bool is_neox) -> ()");
+  defs->def(
+      "reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, "
+      "Tensor(b!) value_cache, Tensor slot_mapping) -> ()");
+  defs->def(
+      "paged_attention(Tensor(a!) out, Tensor query, Tensor key_cache, Tensor value_cache, "
+      "Tensor block_table, Tensor seq_lens, Tensor query_start_loc, float scale) -> ()");
+  auto device = std::make_unique<torch::Library>(
+      torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  device->impl("rms_norm", TORCH_FN(rms_norm));
+  device->impl("fused_add_rms_norm", TORCH_FN(fused_add_rms_norm));
+  device->impl("silu_and_mul", TORCH_FN(silu_and_mul));
+  device->impl("rotary_embedding", TORCH_FN(rotary_embedding));
+  device->impl("reshape_and_cache", TORCH_FN(reshape_and_cache));
+  device->impl("paged_attention", TORCH_FN(paged_attention));
+  auto meta = std::make_unique<torch::Library>(
+      torch::Library::IMPL, ns, c10::DispatchKey::Meta, __FILE__, __LINE__);
+  meta->impl("rms_norm", TORCH_FN(rms_norm_meta));
+  meta->impl("fused_add_rms_norm", TORCH_FN(fused_add_rms_norm_meta));
+  meta->impl("silu_and_mul", TORCH_FN(silu_and_mul_meta));
+  meta->impl("rotary_embedding", TORCH_FN(rotary_embedding_meta));
+  meta->impl("reshape_and_cache", TORCH_FN(reshape_and_cache_meta));
+  meta->impl("paged_attention", TORCH_FN(paged_attention_meta));
+  kernel_libraries.push_back(std::move(defs));
+  kernel_libraries.push_back(std::move(device));
+  kernel_libraries.push_back(std::move(meta));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(npu_test, m) {
-  m.def("rms_norm(Tensor x, Tensor? weight, float epsilon, int? variance_size=None) -> Tensor");
-  m.def(
-      "fused_add_rms_norm(Tensor x, Tensor residual, Tensor? weight, float epsilon, "
-      "int? variance_size=None) -> (Tensor, Tensor)");
-  m.def("silu_and_mul(Tensor x) -> Tensor");
-  m.def(
-      "rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? key, int head_size, "
-      "Tensor cos_sin_cache, bool is_neox) -> ()");
-  m.def(
-      "reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, "
-      "Tensor(b!) value_cache, Tensor slot_mapping) -> ()");
-  m.def(
-      "paged_attention(Tensor(a!) out, Tensor query, Tensor key_cache, Tensor value_cache, "
-      "Tensor block_table, Tensor seq_lens, Tensor query_start_loc, float scale) -> ()");
-}
-
-TORCH_LIBRARY_IMPL(npu_test, PrivateUse1, m) {
-  m.impl("rms_norm", rms_norm);
-  m.impl("fused_add_rms_norm", fused_add_rms_norm);
-  m.impl("silu_and_mul", silu_and_mul);
-  m.impl("rotary_embedding", rotary_embedding);
-  m.impl("reshape_and_cache", reshape_and_cache);
-  m.impl("paged_attention", paged_attention);
-}
-
-TORCH_LIBRARY_IMPL(npu_test, Meta, m) {
-  m.impl("rms_norm", rms_norm_meta);
-  m.impl("fused_add_rms_norm", fused_add_rms_norm_meta);
-  m.impl("silu_and_mul", silu_and_mul_meta);
-  m.impl("rotary_embedding", rotary_embedding_meta);
-  m.impl("reshape_and_cache", reshape_and_cache_meta);
-  m.impl("paged_attention", paged_attention_meta);
+  m.def("register_kernels(str ns) -> ()", &register_kernels);
 }
 
 }  // namespace npu_test
