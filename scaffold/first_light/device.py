@@ -1,13 +1,15 @@
 """The device object: ``DEVICE``, what the rest of the plugin asks about this device.
 
 First light (docs/porting-guide.md, "6. Reference kernels and attention"): the
-kernel table is ``kernels/``'s, which are the reference kernels (plain torch,
-``vllm_platform_template/reference_kernels/reference.py``), and the attention kernels are
-``attention_kernels.py``'s, the reference paged attention; both run on any
-device torch can drive. Speed: replace them one at a time with the device's
-own (docs/porting-guide.md, "Kernels: IR providers and custom ops" and
-"Attention kernels"), then name a graph API in ``identity.py`` and give
-``graphs.py`` its three methods (docs/porting-guide.md, "Graph capture").
+kernel table is ``kernels/``'s and the attention kernels ``attention_kernels.py``'s,
+the reference kernels (plain torch, ``vllm_platform_template/reference_kernels/``)
+and the reference paged attention until the device's extension registers its own;
+both run on any device torch can drive. Speed: the device's own, one at a time
+(docs/porting-guide.md, "10. Kernels: IR providers and custom ops" and "11.
+Attention kernels"); ``identity.py`` names torch's device-neutral graphs
+(``torch.accelerator.Graph``), which ``graphs.py`` captures with where the extension
+registers them (``availability.graph_api``; docs/porting-guide.md, "13. Graph
+capture"): FULL decode graphs once the attention kernels are the device's.
 
 vLLM hooks served (through the layers that read ``DEVICE``): the IR / CustomOp
 kernel table (``ir_impls``, ``custom_ops``), the attention kernels of
@@ -15,7 +17,8 @@ kernel table (``ir_impls``, ``custom_ops``), the attention kernels of
 and graph defaults of the config policy. Read by
 ``vllm_platform_template.device.device_for``; imports no vLLM and no platform
 code. Proven by ``tests/devices/gpu/test_gpu_first_light.py`` (eager engines on the
-device, tokens equal to transformers), ``tests/shared/test_attention_backend.py``
+device, tokens equal to transformers), ``tests/devices/gpu/test_gpu_full_graphs.py``
+(the device's kernels in FULL decode graphs), ``tests/shared/test_attention_backend.py``
 (the attention path) and ``tests/shared/test_custom_op_registration.py``.
 """
 
@@ -25,6 +28,7 @@ from typing import Any
 
 from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
 from vllm_platform_template.devices.gpu import kernels
+from vllm_platform_template.devices.gpu.availability import graph_api
 from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
 
 
@@ -44,9 +48,16 @@ def kernel_table() -> KernelTable:
 
 
 def attention_kernels() -> AttentionKernels:
-    from vllm_platform_template.devices.gpu.attention_kernels import DeviceAttentionKernels
+    from vllm_platform_template.devices.gpu.attention_kernels import attention_kernels
 
-    return DeviceAttentionKernels()
+    return attention_kernels()
+
+
+def kernels_in_use() -> str:
+    """Which kernels the table serves here, for reports."""
+    if not kernels.DEVICE_KERNELS:
+        return "the reference kernels (plain torch): first light"
+    return f"the device's {', '.join(kernels.DEVICE_KERNELS)}; the reference kernels otherwise"
 
 
 def graph_backend(pool: Any) -> Any:
@@ -59,16 +70,17 @@ DEVICE = TemplateDevice(
     name=__name__.split(".")[-2],  # this folder's name
     torch_device_type=IDENTITY.device_type,
     ir_provider=f"template_{IDENTITY.device_type}",
-    status=lambda: (True, "the reference kernels (plain torch): first light"),
+    status=lambda: (True, kernels_in_use()),
     kernels=kernel_table,
     load_libraries=lambda: None,  # the reference kernels are torch's
     ir_ops=("rms_norm", "fused_add_rms_norm", "gelu_and_mul_sparse"),
     fused_add_rms_norm_inplace=False,  # the reference returns new tensors
     graph_backend=graph_backend,
     attention=attention_kernels,
-    # Named torch.accelerator.Graph in identity.py, the device records whole decode steps
-    # in the V1 runner (graph_wrapper/full.py) where the attention kernels allow it.
-    uses_graph_pool=IDENTITY.graph_api is not None,
-    records_whole_steps=IDENTITY.graph_api == ACCELERATOR_GRAPH,
-    whole_steps_on_v1=IDENTITY.graph_api == ACCELERATOR_GRAPH,
+    # With torch.accelerator.Graph (identity.py names it; the extension registers it), the
+    # device records whole decode steps in the V1 runner (graph_wrapper/full.py) where the
+    # attention kernels allow it.
+    uses_graph_pool=graph_api() is not None,
+    records_whole_steps=graph_api() == ACCELERATOR_GRAPH,
+    whole_steps_on_v1=graph_api() == ACCELERATOR_GRAPH,
 )

@@ -153,19 +153,22 @@ def test_generated_projects_pass_their_unit_tests(projects) -> None:
 
 
 def test_first_light_plugin_runs_vllm_on_the_test_device(projects) -> None:
-    """The first-light plugin's own first-light tests on the PrivateUse1 test device: one and
-    two devices, tokens equal transformers', weights and KV cache in its memory, its kernel
-    table dispatched there, the MoE model on its reference experts kernel. All of them must
-    run: a skip means the device was not there."""
+    """The first-light plugin's own device tests on the PrivateUse1 test device: first light
+    (the device without kernels of its own: one and two devices, tokens equal transformers',
+    weights and KV cache in its memory, the reference kernels dispatched there, the MoE
+    model on its reference experts kernel) and the speed tier as generated (the device's
+    kernels in FULL decode graphs, replayed). All of them must run: a skip means the device
+    or what the speed tier needs of it was not there."""
     project = projects[PORT_DEVICE]
     assert project.device_env["NPU_TEST_DEVICE_NAME"] == PORT_DEVICE
+    tests = f"tests/devices/{PORT_DEVICE}/test_{PORT_DEVICE}"
     run = project.start(
         project.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-        f"tests/devices/{PORT_DEVICE}/test_{PORT_DEVICE}_first_light.py", env=project.device_env,
+        f"{tests}_first_light.py", f"{tests}_full_graphs.py", env=project.device_env,
     )  # fmt: skip
     output, _ = run.communicate(timeout=900)
     assert run.returncode == 0, output[-6000:]
-    assert "7 passed" in output and "skipped" not in output, output[-3000:]
+    assert "11 passed" in output and "skipped" not in output, output[-3000:]
 
 
 def test_generated_project_matches_transformers_on_its_cpu_backend(projects) -> None:
@@ -210,7 +213,6 @@ def test_vllm_shows_the_port_what_first_light_still_misses(projects) -> None:
         assert (refused in output) == (left_out and hook.tier == FIRST_LIGHT), hook.name
 
 
-SPEED_TIER = Path(__file__).with_name("npu_speed_tier")  # the test device's kernels, as a vendor's
 # The test's capture fault, appended to the speed tier's kernel table: a host read in the
 # one-token step, which the device refuses while it captures (that graph's capture fails
 # and its size runs eagerly); eager steps of one token read the value as any host sync does.
@@ -244,20 +246,14 @@ DEVICE_KERNELS = ("rms_norm", "silu_and_mul", "reshape_and_cache", "paged_attent
 
 @pytest.fixture(scope="module")
 def speed_reports(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict:
-    """The speed tier on the PrivateUse1 test device: a first-light plugin whose identity
-    names ``torch.accelerator.Graph`` and whose kernel table and attention are the device's
-    own operators (``npu_speed_tier/``, plus the capture fault), one engine per kernel road
-    (side by side), FULL decode graphs in each."""
+    """The speed tier on the PrivateUse1 test device: a first-light plugin as generated
+    (torch.accelerator.Graph, the device's kernels and attention from its extension), with
+    the capture fault added to its kernels, one engine per kernel road (side by side),
+    FULL decode graphs in each."""
     root = tmp_path_factory.mktemp("speed")
     project = generate("acme", root / "vllm-acme", "npu")
-    folder = project / "vllm_acme/devices/npu"
-    identity = folder / "identity.py"
-    text = identity.read_text()
-    assert text.count("    graph_api=None,\n") == 1
-    identity.write_text(text.replace("    graph_api=None,\n", '    graph_api="accelerator",\n'))
-    kernels = (SPEED_TIER / "kernels.py").read_text() + CAPTURE_FAULT
-    (folder / "kernels/__init__.py").write_text(kernels)
-    (folder / "attention_kernels.py").write_text((SPEED_TIER / "attention_kernels.py").read_text())
+    kernels = project / "vllm_acme/devices/npu/kernels/__init__.py"
+    kernels.write_text(kernels.read_text() + CAPTURE_FAULT)
     plugin = Project(project, _install(project, root / "venv"))
     device_env = {"VLLM_ACME_DEVICE": "npu", **plugin.device_env}
     runs = {
@@ -315,7 +311,8 @@ def test_speed_tier_ran_the_devices_own_kernels(speed_reports, road) -> None:
     for kernel in DEVICE_KERNELS:
         assert counts.get(f"npu::{kernel}", 0) > 0, kernel
         assert counts.get(f"replay:npu::{kernel}", 0) >= 31, kernel
-    assert speed_reports[road]["attention_backends"] and "npu_test" in speed_reports[road]["_log"]
+    assert speed_reports[road]["attention_backends"]
+    assert "ACME_ATTN path npu::paged_attention " in speed_reports[road]["_log"]
 
 
 def test_each_road_reached_the_device_kernels_its_own_way(speed_reports) -> None:

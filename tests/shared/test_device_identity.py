@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import torch
 
 from vllm_platform_template.devices.gpu import availability
-from vllm_platform_template.devices.gpu.identity import IDENTITY, DeviceIdentity
+from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY, DeviceIdentity
 from vllm_platform_template.platform_hooks.entry_point import (
     DEVICE_ENV,
     ERROR_QUALNAME,
@@ -41,7 +41,8 @@ CUDA_SPELLINGS = {"cuda", "CUDA", "nccl", "CUDA_VISIBLE_DEVICES", "CUDAGraph"}
 def _identity_values() -> set[str]:
     fields = ("device_type", "torch_module", "dispatch_key", "dist_backend", "graph_api")
     values = {getattr(IDENTITY, f) for f in (*fields, "visible_devices_env", "ray_device_key")}
-    return {v for v in values if v} | CUDA_SPELLINGS
+    # torch's device-neutral graphs (torch.accelerator) name no device
+    return {v for v in values if v and v != ACCELERATOR_GRAPH} | CUDA_SPELLINGS
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -178,9 +179,24 @@ def test_a_named_api_missing_on_the_machine_is_named(monkeypatch) -> None:
     message = availability.problem(None, identity)
     assert message is not None
     assert "no torch.distributed backend 'no-such-backend'" in message
-    assert "torch.fakedev has no FakeGraph and graph()" in message
     assert "no_such_kernel_compiler is not installed" in message
     assert "pinned / UVA" not in message  # nothing to check on the machine for views
+    assert "FakeGraph" not in message  # no refusal: the platform runs without graphs
+
+
+def test_a_named_graph_api_the_device_lacks_turns_graphs_off(monkeypatch) -> None:
+    """Graphs have an exact eager equivalent: a graph API the table names and the device's
+    extension does not offer is no refusal, but no graph API for the platform, with why."""
+    monkeypatch.setattr(torch, "fakedev", _fake_device(graph=None), raising=False)
+    identity = _fake_identity(dist_backend="gloo", graph_api="FakeGraph", kernel_compiler="torch")
+    availability.graph_api.cache_clear()
+    assert availability.problem(None, identity) is None
+    assert availability.graph_api(identity) is None
+    assert availability.graph_api_problem(identity) == "torch.fakedev has no FakeGraph and graph()"
+    monkeypatch.setattr(torch, "fakedev", _fake_device(FakeGraph=object, graph=object))
+    availability.graph_api.cache_clear()
+    assert availability.graph_api(identity) == "FakeGraph"
+    availability.graph_api.cache_clear()
 
 
 def test_a_device_with_every_api_activates(monkeypatch) -> None:

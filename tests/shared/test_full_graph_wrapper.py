@@ -91,11 +91,7 @@ def test_it_has_everything_vllms_v1_runner_uses_of_its_wrapper_class() -> None:
 def test_the_patch_replaces_the_runners_wrapper_for_accelerator_graphs_only(
     monkeypatch, graph_api: str, patched: bool
 ) -> None:
-    import dataclasses
-
-    monkeypatch.setattr(
-        patches, "IDENTITY", dataclasses.replace(patches.IDENTITY, graph_api=graph_api)
-    )
+    monkeypatch.setattr(patches, "graph_api", lambda: graph_api)  # the device's, here
     runner = types.ModuleType("runner")
     runner.CUDAGraphWrapper = object  # type: ignore[attr-defined]
     runner.graph_capture = object  # type: ignore[attr-defined]

@@ -163,10 +163,12 @@ FIRST_LIGHT_LEFT_OUT = (
 )
 # scaffold/first_light/<file> -> the device folder's <file>: its speed tier's starting points
 FIRST_LIGHT_FILES = {
-    "device.py": "the kernel table of the reference kernels; the reference attention",
-    "kernels/__init__.py": "the reference kernels, where the device's own will go",
-    "attention_kernels.py": "the reference paged attention, to override method by method",
-    "graphs.py": "the graph backend's three methods, to write with the device's graphs",
+    "device.py": "the kernel table and attention kernels of kernels/ and attention_kernels.py",
+    "kernels/__init__.py": "the device extension's kernels where it registers them, else the "
+    "reference kernels",
+    "attention_kernels.py": "the device extension's paged attention where it registers it, else "
+    "the reference",
+    "graphs.py": "torch.accelerator.Graph, where the device's extension registers it",
 }
 FIRST_LIGHT_SOURCE = "scaffold/first_light"
 # The speed tier's tests ``--with-examples`` copies beside its code: the device folder's and
@@ -177,6 +179,8 @@ EXAMPLE_TESTS = ("tests/devices/gpu/speed_tier", "tests/full_plugin/conformance"
 # shape (scaffold/first_light/<path> -> <path>), in place of the full shape's.
 FIRST_LIGHT_PROJECT_FILES = {
     "tests/device.env": "the tox envs' device: the PrivateUse1 test device, named as the plugin's",
+    "tests/devices/gpu/test_gpu_full_graphs.py": "the speed tier on the device: its kernels in "
+    "FULL decode graphs",
 }
 # pyproject.toml's description of each shape (the project's own is this project's).
 DESCRIPTIONS = {
@@ -328,7 +332,8 @@ def port_identity(device: str) -> dict[str, str | None]:
         "dispatch_key": "PrivateUse1",  # the key torch gives an out-of-tree device
         # the test device's; name your collective library's torch.distributed backend (HCCL, ...)
         "dist_backend": test_device_dist_backend(device),
-        "graph_api": None,
+        # torch's device-neutral graphs: used where the device's extension registers them
+        "graph_api": "accelerator",
         "kernel_compiler": None,
         "array_interface": None,
         "visible_devices_env": f"{device.upper()}_VISIBLE_DEVICES",

@@ -1,53 +1,85 @@
-"""The device's kernels: first light's are the reference kernels (plain torch).
+"""The device's kernels: its torch extension's operators where it registers them, else reference.
 
-The kernel table (``device.py``) takes its entries from here, with vLLM's op
-semantics: ``rms_norm``, ``fused_add_rms_norm`` (returns ``(out, x + residual)``),
-``gelu_and_mul_sparse``, ``silu_and_mul``, and the mixture-of-experts block
-``fused_moe`` (and ``fused_moe_w8a8_int8``, its W8A8 INT8 experts) and the W8A8 linear
-``w8a8_int8_linear``. First light re-exports the
-reference (``vllm_platform_template/reference_kernels/``), which vLLM's native code
-equals, and takes every call (:func:`supports`). Speed, one op at a time
-(docs/porting-guide.md, "10. Kernels: IR providers and custom ops"): write the
-kernel in your device's language; register it as a torch operator with a fake
-implementation, so that vLLM's IR lowering can trace it into compiled pieces;
-replace the entry here and give it a ``supports(...)`` check (dtype, device,
-layout; never the batch size); decide the IR priority with measurements on the
-device. The rotary embedding and the attention kernels come later
-(``KernelTable.rotary_embedding_``, ``attention_kernels.py``).
+The kernel table (``device.py``) takes its entries from here, with vLLM's op semantics
+(``fused_add_rms_norm`` returns ``(out, x + residual)``). ``rms_norm``,
+``fused_add_rms_norm`` and ``silu_and_mul`` are the extension's ``torch.ops.<LIBRARY>``
+operators where it registers them (the PrivateUse1 test device does), the rest the
+reference kernels (plain torch, ``vllm_platform_template/reference_kernels/``). Speed, one
+op at a time (docs/porting-guide.md, "10. Kernels: IR providers and custom ops"):
+register the kernel in your extension's library with a fake (Meta) kernel, so that IR
+lowering can trace it and a graph hold it, and say in ``supports`` which calls it takes.
 
-vLLM hooks served: ``Platform.import_kernels`` (``device.load_libraries``) and,
-through ``device.py``'s kernel table, the IR provider and the CustomOps. No vLLM
-import. Proven by ``tests/devices/gpu/test_gpu_first_light.py`` (the table serves an
-eager engine on the device; its operators are dispatched there, counted).
+vLLM hooks served: ``Platform.import_kernels`` (``device.load_libraries``) and, through
+the kernel table, the IR provider and the CustomOps. No vLLM import. Proven by
+``tests/devices/gpu/test_gpu_first_light.py`` (the reference) and
+``tests/devices/gpu/test_gpu_full_graphs.py`` (the extension's, in FULL graphs).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.reference_kernels.fused_moe import fused_moe, fused_moe_w8a8_int8
 from vllm_platform_template.reference_kernels.int8_linear import w8a8_int8_linear
 from vllm_platform_template.reference_kernels.reference import (
-    native_fused_add_rms_norm as fused_add_rms_norm,
+    native_fused_add_rms_norm,
+    native_rms_norm,
 )
 from vllm_platform_template.reference_kernels.reference import (
     native_gelu_and_mul_sparse as gelu_and_mul_sparse,
 )
-from vllm_platform_template.reference_kernels.reference import native_rms_norm as rms_norm
-from vllm_platform_template.reference_kernels.reference import silu_and_mul
+from vllm_platform_template.reference_kernels.reference import (
+    silu_and_mul as reference_silu_and_mul,
+)
 
-__all__ = [
-    "fused_add_rms_norm",
-    "fused_moe",
-    "fused_moe_w8a8_int8",
-    "gelu_and_mul_sparse",
-    "rms_norm",
-    "silu_and_mul",
-    "supports",
-    "w8a8_int8_linear",
-]
+__all__ = ["fused_moe", "fused_moe_w8a8_int8", "gelu_and_mul_sparse", "w8a8_int8_linear"]
+
+LIBRARY = IDENTITY.device_type  # torch.ops.<LIBRARY>: your extension's kernels
+
+
+def registered(name: str) -> bool:
+    """Whether the device's extension registers ``torch.ops.<LIBRARY>.<name>``."""
+    return hasattr(getattr(torch.ops, LIBRARY), name)
+
+
+def device_rms_norm(
+    x: torch.Tensor, weight: torch.Tensor | None, epsilon: float, variance_size: int | None = None
+) -> torch.Tensor:
+    return getattr(torch.ops, LIBRARY).rms_norm(x, weight, epsilon, variance_size)
+
+
+def device_fused_add_rms_norm(
+    x: torch.Tensor,
+    x_residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    epsilon: float,
+    variance_size: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return getattr(torch.ops, LIBRARY).fused_add_rms_norm(
+        x, x_residual, weight, epsilon, variance_size
+    )
+
+
+def device_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    return getattr(torch.ops, LIBRARY).silu_and_mul(x)
+
+
+# The entries the device's extension serves in this process.
+DEVICE_KERNELS = tuple(
+    k for k in ("rms_norm", "fused_add_rms_norm", "silu_and_mul") if registered(k)
+)
+rms_norm = device_rms_norm if "rms_norm" in DEVICE_KERNELS else native_rms_norm
+fused_add_rms_norm = (
+    device_fused_add_rms_norm
+    if "fused_add_rms_norm" in DEVICE_KERNELS
+    else native_fused_add_rms_norm
+)
+silu_and_mul = device_silu_and_mul if "silu_and_mul" in DEVICE_KERNELS else reference_silu_and_mul
 
 
 def supports(*args: Any, **kwargs: Any) -> bool:
-    """The reference kernels are plain torch: they take every call vLLM makes."""
+    """Every call: the reference is plain torch, the test device's take any dtype and layout."""
     return True

@@ -40,6 +40,9 @@ pytestmark = [
 ]
 
 PROBE = Path(__file__).with_name("device_probe.py")
+# The test device without kernels of its own, as a vendor's extension is at first light
+# (tests/test_device: NPU_TEST_DEVICE_KERNELS); any other device ignores it.
+TEST_DEVICE_KERNELS_ENV = "NPU_TEST_DEVICE_KERNELS"
 PLATFORM = f"{TemplateGpuPlatform.__module__}.{TemplateGpuPlatform.__qualname__}"
 DEVICE = IDENTITY.device_type
 # A fixed KV cache, a small share of the device's memory at start, few sequences.
@@ -61,6 +64,7 @@ def probe_on_device(tmp_path_factory: pytest.TempPathFactory, *demo_args: str) -
     """One eager engine on the device in the probe's process: its demo report and log."""
     env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
     env["VLLM_CACHE_ROOT"] = str(tmp_path_factory.mktemp("first-light-cache"))
+    env[TEST_DEVICE_KERNELS_ENV] = "0"  # first light: the reference kernels
     proc = subprocess.run(
         [sys.executable, str(PROBE), *DEMO, *demo_args, "--engine-args", json.dumps(ENGINE)],
         env=env,

@@ -75,6 +75,31 @@ FIRST_LIGHT = dataclasses.replace(IDENTITY, kernel_compiler=None, graph_api=None
 SPEED = dataclasses.replace(IDENTITY, kernel_compiler="triton", graph_api="Graph")
 
 
+@pytest.fixture(autouse=True)
+def graph_api_as_the_table_names_it(monkeypatch) -> None:
+    """The policy for a given identity, whatever this machine's device offers: the graph
+    API is the table's (``availability.graph_api`` asks the device; its own tests check
+    that, and the test below what the platform does when the device lacks it)."""
+    monkeypatch.setattr(folder, "graph_api", lambda identity=IDENTITY: identity.graph_api)
+
+
+def test_a_named_graph_api_the_device_lacks_runs_eagerly_with_a_warning(
+    monkeypatch, caplog
+) -> None:
+    monkeypatch.setattr(folder, "graph_api", lambda identity=IDENTITY: None)
+    monkeypatch.setattr(folder, "graph_api_problem", lambda identity=IDENTITY: "it has none")
+    config, environ = _config(graphs="FULL_DECODE_ONLY"), {}
+    folder.first_light_defaults(
+        config, dataclasses.replace(FIRST_LIGHT, graph_api="Graph"), environ
+    )  # type: ignore[arg-type]
+    assert (
+        config.model_config.enforce_eager
+        and config.compilation_config.cudagraph_mode.name == "NONE"
+    )
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "it has none" in r.message]
+    assert len(warned) == 1 and "'13. Graph capture'" in warned[0].message
+
+
 def _config(mode=None, graphs=None) -> SimpleNamespace:
     return SimpleNamespace(
         compilation_config=SimpleNamespace(mode=mode, cudagraph_mode=graphs),

@@ -68,6 +68,9 @@ NAME = os.environ.get(NAME_ENV) or "npu"
 """The device type of the test device's tensors (``torch.device(NAME)``)."""
 DIST_BACKEND = f"{NAME}ccl"
 """Its ``torch.distributed`` backend (``npuccl`` for ``npu``)."""
+KERNELS_ENV = "NPU_TEST_DEVICE_KERNELS"
+"""``0``: the device as a vendor's extension is at first light - its runtime, operators and
+graphs, no kernels of its own (``torch.ops.<NAME>`` empty), so a plugin runs the reference."""
 COUNT_ENV = "NPU_TEST_DEVICE_COUNT"
 """How many devices it has (2 by default)."""
 MEMORY_ENV = "NPU_TEST_DEVICE_MEMORY"
@@ -159,7 +162,8 @@ def register() -> None:
     torch.ops.load_library(str(path))
     torch.utils.rename_privateuse1_backend(NAME)
     torch.ops.npu_test.register_graph_impl()  # torch.accelerator.Graph, keyed by the new name
-    torch.ops.npu_test.register_kernels(NAME)  # its kernels: torch.ops.<NAME>.rms_norm, ...
+    if os.environ.get(KERNELS_ENV) != "0":
+        torch.ops.npu_test.register_kernels(NAME)  # its kernels: torch.ops.<NAME>.rms_norm, ...
     from npu_test_device import collectives, device_module
 
     torch._register_device_module(NAME, device_module)

@@ -20,9 +20,10 @@ Two checks, both read from ``identity.py``:
 - each hook built on a runtime API (an identity field): a first-light hook's
   API must be named and present (the ``torch.distributed`` backend built); a
   speed hook's API, when named, must be present on a machine with the device
-  (the kernel compiler installed, the graph class in ``torch.<module>``). A speed hook whose
-  API the table leaves out (``None``) is no refusal: the platform runs that
-  part in first light (:attr:`Hook.without`, :func:`first_light_parts`).
+  (the kernel compiler installed). A speed hook whose API the table leaves out
+  (``None``) is no refusal: the platform runs that part in first light
+  (:attr:`Hook.without`, :func:`first_light_parts`). Nor is a named graph API the
+  extension lacks: the platform runs eagerly instead and warns (:func:`graph_api`).
 
 Every problem is reported at once, each naming the hook, its files and its
 section of docs/porting-guide.md, so a port sees its whole list at the first
@@ -32,6 +33,7 @@ fake device module, by ``tests/shared/test_device_identity.py``.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,6 +99,7 @@ class Hook:
     """``(identity, api, torch_module) -> problem``: the named API is absent on this machine."""
     without: str = ""
     """A speed hook whose API the table leaves out: what runs instead (first light)."""
+    refused_when_absent: bool = True  # False: a named API absent here runs `without`
 
 
 HOOKS = (
@@ -158,7 +161,7 @@ HOOKS = (
         "10. Kernels: IR providers and custom ops",
         "kernel_compiler",
         _kernel_compiler_missing,
-        without="the reference kernels (plain torch)",
+        without="the reference kernels (plain torch), or the extension's where kernels/ has them",
     ),
     Hook(
         "attention kernels (TEMPLATE_ATTN on the device)",
@@ -167,7 +170,8 @@ HOOKS = (
         "11. Attention kernels",
         "kernel_compiler",
         _kernel_compiler_missing,
-        without="the reference paged attention (plain torch)",
+        without="the reference paged attention (plain torch), or the extension's where "
+        "attention_kernels.py has it",
     ),
     Hook(
         "compiler backend (the graph stage hands pieces to Inductor, which generates Triton)",
@@ -186,6 +190,7 @@ HOOKS = (
         "graph_api",
         _graph_api_missing,
         "no graphs (eager mode)",
+        refused_when_absent=False,
     ),
     Hook(
         "the hand-written model (the model_impl option)",
@@ -208,7 +213,7 @@ def hook_problems(identity: DeviceIdentity, module: Any) -> list[str]:
         why: str | None = None
         if api is None and hook.tier == FIRST_LIGHT:
             why = f"identity.py names no {hook.field} for {identity.device_type}"
-        elif api is not None and module is not None:
+        elif api is not None and module is not None and hook.refused_when_absent:
             why = hook.missing_here(identity, api, module)
         if why is not None:
             problems.append(
@@ -225,6 +230,20 @@ def first_light_parts(identity: DeviceIdentity = IDENTITY) -> list[str]:
         for hook in HOOKS
         if hook.tier == SPEED and hook.field is not None and getattr(identity, hook.field) is None
     ]
+
+
+def graph_api_problem(identity: DeviceIdentity = IDENTITY) -> str | None:
+    """Why the named graph API cannot capture on this machine's device (None: it can)."""
+    if identity.graph_api is None or not identity.present():
+        return None
+    return _graph_api_missing(identity, identity.graph_api, identity.torch_module_or_none())
+
+
+@functools.cache
+def graph_api(identity: DeviceIdentity = IDENTITY) -> str | None:
+    """The graph API this folder captures with here: the table's, or None where the device's
+    extension lacks it (``platform.first_light_defaults`` then warns, with the fix)."""
+    return None if graph_api_problem(identity) else identity.graph_api
 
 
 def problem(found_vllm: tuple[str, str] | None, identity: DeviceIdentity = IDENTITY) -> str | None:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from vllm_platform_template.after_import import after_import
+from vllm_platform_template.devices.gpu.availability import graph_api
 from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
 from vllm_platform_template.patches import Patch
 
@@ -76,7 +77,7 @@ def _oot_communicator_graph_capture() -> None:
         capture = getattr(self.device_communicator, "graph_capture", None)
         if capture is not None:
             context = capture(graph_capture_context)
-        elif IDENTITY.graph_api == ACCELERATOR_GRAPH:  # vLLM's own context is torch.cuda's
+        elif graph_api() == ACCELERATOR_GRAPH:  # vLLM's own context is torch.cuda's
             context = _side_stream_capture(self.device, graph_capture_context)
         else:
             context = original(self, graph_capture_context)
@@ -102,7 +103,7 @@ def _side_stream_capture(device: Any, context: Any = None) -> Iterator[Any]:
 
 def _v1_full_graphs_through_the_device() -> None:
     """vLLM's V1 runner captures FULL graphs with the device's graph API (torch.accelerator)."""
-    if IDENTITY.graph_api == ACCELERATOR_GRAPH:
+    if graph_api() == ACCELERATOR_GRAPH:
         after_import("vllm.v1.worker.gpu_model_runner", _full_graph_wrapper_and_capture_stream)
 
 

@@ -62,7 +62,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from vllm.platforms.interface import DeviceCapability, Platform
 
-from vllm_platform_template.devices.gpu.availability import FOLDER, first_light_parts
+from vllm_platform_template.devices.gpu.availability import (
+    FOLDER,
+    first_light_parts,
+    graph_api,
+    graph_api_problem,
+)
 from vllm_platform_template.devices.gpu.device import DEVICE
 from vllm_platform_template.devices.gpu.identity import (
     ACCELERATOR_GRAPH,
@@ -188,7 +193,7 @@ class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
         """vLLM's own communicator in first light and for ``torch.accelerator.Graph`` (the
         registry's ``oot_communicator_graph_capture`` gives its capture context); this
         folder's, with the device module's streams, for a graph class of that module."""
-        if IDENTITY.graph_api in (None, ACCELERATOR_GRAPH):
+        if graph_api(IDENTITY) in (None, ACCELERATOR_GRAPH):
             return super().get_device_communicator_cls()
         if importlib.util.find_spec(COMMUNICATOR.rsplit(".", 1)[0]) is None:
             raise RuntimeError(
@@ -284,13 +289,21 @@ def first_light_defaults(
     cc = vllm_config.compilation_config
     compile_requested = cc.mode not in (None, CompilationMode.NONE)
     graphs_requested = cc.cudagraph_mode not in (None, CUDAGraphMode.NONE)
+    graphs = graph_api(identity)
+    if graphs is None and identity.graph_api is not None:
+        why = graph_api_problem(identity)
+        logger.warning_once(
+            f"{FOLDER}: identity.py names the graph API {identity.graph_api!r}, but {why}: "
+            "every batch runs eagerly (cudagraph_mode NONE). Register the device's graphs in "
+            "its torch extension (docs/porting-guide.md, '13. Graph capture') or name none."
+        )
     if identity.kernel_compiler is None:
         fusion_only = options_of(vllm_config).compile_stage == "fusion_only"
         _refuse_requested(compile_requested and not fusion_only, "compilation", identity)
         chosen = environ.get(V2_MODEL_RUNNER_ENV)
         _refuse_requested(chosen not in (None, "0"), f"{V2_MODEL_RUNNER_ENV}={chosen}", identity)
         compiled = compile_requested and fusion_only
-        if vllm_config.model_config is not None and identity.graph_api is None and not compiled:
+        if vllm_config.model_config is not None and graphs is None and not compiled:
             vllm_config.model_config.enforce_eager = True  # (vLLM: no compilation either)
         if not compiled:
             cc.mode = CompilationMode.NONE
@@ -301,17 +314,20 @@ def first_light_defaults(
             environ[V2_MODEL_RUNNER_ENV] = "0"  # every process of the engine starts from here
             for line in first_light_parts(identity):
                 logger.info("%s: %s", FOLDER, line)
+            eager = vllm_config.model_config is not None and vllm_config.model_config.enforce_eager
             steps = {
                 (False, False): "eager",
-                (False, True): "no compilation, FULL decode graphs",
+                (False, True): "no compilation, FULL decode graphs where the attention allows",
                 (True, False): "the compiler's fusion_only stage, no graphs",
-                (True, True): "the compiler's fusion_only stage, FULL decode graphs",
-            }[compiled, identity.graph_api is not None]
+                (True, True): "the compiler's fusion_only stage, FULL decode graphs where the "
+                "attention allows",
+            }[compiled, graphs is not None and not eager]
             logger.info(
                 "%s: first light: %s, V1 model runner, synchronous scheduling", FOLDER, steps
             )
     if identity.graph_api is None:
         _refuse_requested(graphs_requested, "graph capture", identity)
+    if graphs is None:
         cc.cudagraph_mode = CUDAGraphMode.NONE
 
 

@@ -52,6 +52,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.utils import request_memory
 from vllm.v1.worker.worker_base import CompilationTimes
 
+from vllm_platform_template.devices.gpu.availability import graph_api
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.graph_wrapper.stats import watch_full_graphs
 from vllm_platform_template.platform_hooks.worker_reports import TemplateWorkerReports
@@ -101,7 +102,7 @@ class TemplateGpuWorker(TemplateWorkerReports, Worker):
                 self.model_runner._dummy_pooler_run(hidden_states)
             else:
                 self.model_runner._dummy_sampler_run(hidden_states=last_hidden_states)
-        if IDENTITY.graph_api is not None and not self.model_config.enforce_eager:
+        if graph_api() is not None and not self.model_config.enforce_eager:
             with self._get_cudagraph_capture_context():
                 self.model_runner.capture_model()
         set_random_seed(self.model_config.seed, self.parallel_config.data_parallel_index)

@@ -1,0 +1,121 @@
+"""The speed tier on the device: its own kernels in FULL decode graphs, captured and replayed.
+
+What turns graphs on is in the device folder: ``identity.py`` names torch's
+device-neutral graphs (``torch.accelerator.Graph``), ``kernels/`` and
+``attention_kernels.py`` take the device extension's kernels where it registers them
+(``torch.ops.<library>``: the PrivateUse1 test device registers them all), and those
+attention kernels declare that a graph may hold them (``full_graphs``). Until the
+device's extension offers the graphs and the attention kernels, this module skips,
+saying which is missing (docs/porting-guide.md, "11. Attention kernels" and "13.
+Graph capture").
+
+One engine in the probe's process (``device_probe.py``), uncompiled, with
+``FULL_DECODE_ONLY`` and two sequences at once: three prompts of 32 greedy tokens, the
+first two decoding 31 steps as a batch of two (replays of the graph of two), the third
+31 steps alone (the graph of one). Asserted: the mode that ran, the captures and
+replays counted from the runner, the tokens equal transformers', the attention path
+the device's, and where the device counts its launches (the test device does), its
+kernels ran inside the replays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hf_reference import decoding_of
+
+from vllm_platform_template.devices.gpu import kernels
+from vllm_platform_template.devices.gpu.attention_kernels import (
+    DeviceAttentionKernels,
+    attention_kernels,
+)
+from vllm_platform_template.devices.gpu.availability import graph_api, graph_api_problem
+from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
+from vllm_platform_template.settings import DEVICE_ENV
+
+
+def _not_ready() -> str | None:
+    """Why the folder cannot run FULL graphs on this machine's device (None: it can)."""
+    if not IDENTITY.present():
+        return f"needs a {IDENTITY.device_type} device"
+    if graph_api() != ACCELERATOR_GRAPH:
+        why = graph_api_problem() or f"identity.py names graph_api={IDENTITY.graph_api!r}"
+        return f"no torch.accelerator.Graph to capture with ({why}): see '13. Graph capture'"
+    if not attention_kernels().full_graphs:
+        return (
+            f"the device's extension registers no {kernels.LIBRARY}::reshape_and_cache and "
+            "paged_attention, and the reference attention reads each step's lengths on the "
+            "host: see docs/porting-guide.md, '11. Attention kernels'"
+        )
+    return None
+
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.gpu,
+    pytest.mark.skipif(_not_ready() is not None, reason=str(_not_ready())),
+]
+
+PROBE = Path(__file__).with_name("device_probe.py")
+DEVICE = IDENTITY.device_type
+ENGINE = {
+    "max_num_seqs": 2,
+    "gpu_memory_utilization": 0.05,
+    "kv_cache_memory_bytes": 64 << 20,
+    "compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"},
+}
+STEPS = 31  # decode steps of each prompt after its first token
+ATTENTION_KERNELS = ("reshape_and_cache", "paged_attention")
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
+    env["VLLM_CACHE_ROOT"] = str(tmp_path_factory.mktemp("full-graphs-cache"))
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), "--device", DEVICE, "--engine-args", json.dumps(ENGINE)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report["_stderr"] = proc.stderr
+    return report
+
+
+def test_decode_steps_replay_full_graphs(full) -> None:
+    assert full["cudagraph_mode"] == "FULL_DECODE_ONLY", full["graph_mode_reason"]
+    graphs = full["graphs"]["full"]
+    assert graphs["captures"] == {"1": 1, "2": 1}, graphs
+    assert graphs["replays"]["2"] >= STEPS and graphs["replays"]["1"] >= STEPS, graphs
+    assert not graphs["eager_fallbacks"], graphs
+
+
+def test_the_replays_generate_transformers_tokens(full, hf_greedy) -> None:
+    assert full["tokens"] == hf_greedy(full["prompt_token_ids"], **decoding_of(full))
+
+
+def test_attention_ran_the_devices_kernels(full) -> None:
+    assert full["attention_backends"] == ["TEMPLATE_ATTN"]
+    assert f"TEMPLATE_ATTN path {DeviceAttentionKernels.name} " in full["_stderr"]
+
+
+def test_the_replays_ran_the_devices_kernels(full) -> None:
+    counts = full["device_dispatch"]
+    if counts is None:
+        pytest.skip(f"{DEVICE} does not count the calls it serves (the test device does)")
+    assert counts["runtime::Graph::replay"] >= 2 * STEPS
+    launched = (*kernels.DEVICE_KERNELS, *ATTENTION_KERNELS)
+    short = {
+        k: counts.get(f"replay:{kernels.LIBRARY}::{k}", 0)
+        for k in launched
+        if counts.get(f"replay:{kernels.LIBRARY}::{k}", 0) < 2 * STEPS
+    }
+    assert not short, f"kernels replayed fewer than {2 * STEPS} times: {short}"
