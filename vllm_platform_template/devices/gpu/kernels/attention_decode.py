@@ -17,6 +17,7 @@ the device, ``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -26,7 +27,7 @@ from vllm_platform_template.devices.gpu.identity import torch_module
 from vllm_platform_template.devices.gpu.kernels import is_interpreted
 from vllm_platform_template.devices.gpu.kernels.attention_tile import _attend_tile
 
-__all__ = ["decode_num_splits", "num_multiprocessors"]
+__all__ = ["DecodeConfig", "decode_num_splits", "num_multiprocessors"]
 
 DECODE_MIN_KEYS_PER_SPLIT = 256
 """A decode split covers at least this many keys (for short contexts the trailing
@@ -42,6 +43,37 @@ DECODE_TILE_N = 64
 
 DECODE_NUM_WARPS = 4
 DECODE_NUM_STAGES = 2
+COMBINE_NUM_WARPS = 4
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Launch parameters of the split-KV decode kernel and its merge (one layout's).
+
+    ``tile_n``: keys per step; ``min_keys``: keys a split covers at least (a multiple
+    of ``tile_n``); ``programs_per_sm``: decode programs (request x KV head x split)
+    aimed at per multiprocessor, which fixes the split count; warps and stages of
+    the decode kernel, warps of the merge. The planner's default is
+    :func:`decode_config`; ``benchmarks/gpu_decode_kernel.py`` sweeps the others.
+    """
+
+    tile_n: int = DECODE_TILE_N
+    min_keys: int = DECODE_MIN_KEYS_PER_SPLIT
+    num_warps: int = DECODE_NUM_WARPS
+    num_stages: int = DECODE_NUM_STAGES
+    programs_per_sm: int = DECODE_PROGRAMS_PER_SM
+    combine_warps: int = COMBINE_NUM_WARPS
+
+    def num_splits(self, num_reqs: int, num_kv_heads: int, num_multiprocessors: int) -> int:
+        """Key splits per (request, KV head): :func:`decode_num_splits` at this config's
+        programs per multiprocessor."""
+        return _num_splits(num_reqs, num_kv_heads, num_multiprocessors, self.programs_per_sm)
+
+
+def decode_config(block_d: int) -> DecodeConfig:
+    """The planner's decode launch parameters for a head tile of ``block_d`` (a power of
+    two): keys 64 at a time, 32 above 128 dimensions (registers)."""
+    return DecodeConfig(tile_n=DECODE_TILE_N if block_d <= 128 else min(DECODE_TILE_N, 32))
 
 
 @triton.jit(do_not_specialize=["bt_stride", "bt_cols", "num_blocks", "num_splits"])
@@ -246,6 +278,12 @@ def decode_num_splits(num_reqs: int, num_kv_heads: int, num_multiprocessors: int
     split covers at least :data:`DECODE_MIN_KEYS_PER_SPLIT` keys in the kernel, so
     for short contexts the trailing splits find nothing to do.
     """
+    return _num_splits(num_reqs, num_kv_heads, num_multiprocessors, DECODE_PROGRAMS_PER_SM)
+
+
+def _num_splits(
+    num_reqs: int, num_kv_heads: int, num_multiprocessors: int, programs_per_sm: int
+) -> int:
     programs = max(1, num_reqs * num_kv_heads)
-    wanted = triton.cdiv(DECODE_PROGRAMS_PER_SM * num_multiprocessors, programs)
+    wanted = triton.cdiv(programs_per_sm * num_multiprocessors, programs)
     return max(1, min(wanted, DECODE_MAX_SPLITS))

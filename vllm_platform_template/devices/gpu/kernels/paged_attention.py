@@ -47,13 +47,10 @@ from vllm_platform_template.devices.gpu.kernels import (
     next_power_of_2,
 )
 from vllm_platform_template.devices.gpu.kernels.attention_decode import (
-    DECODE_MIN_KEYS_PER_SPLIT,
-    DECODE_NUM_STAGES,
-    DECODE_NUM_WARPS,
-    DECODE_TILE_N,
+    DecodeConfig,
     _paged_decode_combine_kernel,
     _paged_decode_kernel,
-    decode_num_splits,
+    decode_config,
     num_multiprocessors,
 )
 from vllm_platform_template.devices.gpu.kernels.attention_prefill import (
@@ -116,8 +113,9 @@ class TritonAttentionPlanner:
     Everything a step's shape fixes is decided when the shape is first seen and
     cached: the kernel (split-KV decode when every request decodes one token, the
     general kernel otherwise), its grid, tile and constants, the split count
-    (:func:`decode_num_splits`: requests, KV heads, multiprocessors) and the split
-    scratch, views of one buffer allocated here for the largest split decode of up
+    (:func:`decode_num_splits`: requests, KV heads, multiprocessors; the launch
+    parameters ``attention_decode.decode_config``'s unless ``decode`` gives others) and
+    the split scratch, views of one buffer allocated here for the largest split decode of up
     to ``max_num_reqs`` requests. :meth:`plan` allocates nothing, copies nothing
     to the host and reads no tensor, so it may run while a graph is captured.
     :meth:`warm_up` compiles every variant a step can launch, once per process and
@@ -132,6 +130,7 @@ class TritonAttentionPlanner:
         device: torch.device,
         *,
         decode_splits: int | None = None,
+        decode: DecodeConfig | None = None,
     ) -> None:
         if layout.num_kv_heads <= 0 or layout.num_heads % layout.num_kv_heads != 0:
             raise ValueError(
@@ -147,10 +146,10 @@ class TritonAttentionPlanner:
         self.ieee = layout.dtype == torch.float32
         self.num_multiprocessors = num_multiprocessors(self.device)
         self.forced_splits = None if decode_splits is None else max(1, int(decode_splits))
-        self.decode_tile_n = DECODE_TILE_N if self.block_d <= 128 else min(DECODE_TILE_N, 32)
+        self.decode = decode_config(self.block_d) if decode is None else decode
         # A forced split count (tests, tuning) splits even short contexts.
         self.min_keys_per_split = (
-            self.decode_tile_n if self.forced_splits is not None else DECODE_MIN_KEYS_PER_SPLIT
+            self.decode.tile_n if self.forced_splits is not None else self.decode.min_keys
         )
         rows = max(r * self.num_splits(r) for r in range(1, self.max_num_reqs + 1))
         per_row = layout.num_heads * (layout.head_size + 2)
@@ -166,7 +165,7 @@ class TritonAttentionPlanner:
     def num_splits(self, num_reqs: int) -> int:
         if self.forced_splits is not None:
             return self.forced_splits
-        return decode_num_splits(num_reqs, self.layout.num_kv_heads, self.num_multiprocessors)
+        return self.decode.num_splits(num_reqs, self.layout.num_kv_heads, self.num_multiprocessors)
 
     def plan(
         self,
@@ -217,14 +216,14 @@ class TritonAttentionPlanner:
                 {
                     "GROUP": self.group,
                     "BLOCK_G": max(16, next_power_of_2(self.group)),
-                    "TILE_N": self.decode_tile_n,
+                    "TILE_N": self.decode.tile_n,
                     "BLOCK_D": self.block_d,
                     "IEEE_DOT": self.ieee,
                     "DIRECT": direct,
                     "MIN_KEYS": self.min_keys_per_split,
                 },
-                num_warps=DECODE_NUM_WARPS,
-                num_stages=DECODE_NUM_STAGES,
+                num_warps=self.decode.num_warps,
+                num_stages=self.decode.num_stages,
             )
             if direct:
                 return AttentionPlan(num_reqs, num_tokens, True, 1, decode)
@@ -236,7 +235,7 @@ class TritonAttentionPlanner:
                 _paged_decode_combine_kernel,
                 (num_reqs, hq, 1),
                 {"BLOCK_S": next_power_of_2(splits), "BLOCK_D": next_power_of_2(d)},
-                num_warps=4,
+                num_warps=self.decode.combine_warps,
                 num_stages=3,
             )
             return AttentionPlan(
@@ -364,7 +363,7 @@ def _warm_up(planner: TritonAttentionPlanner) -> None:
     steps will find in Triton's cache.
     """
     layout = planner.layout
-    key = (layout, planner.device, planner.max_num_reqs, planner.forced_splits)
+    key = (layout, planner.device, planner.max_num_reqs, planner.forced_splits, planner.decode)
     if key in _WARMED:
         return
     hq, hkv, d, bs = layout.num_heads, layout.num_kv_heads, layout.head_size, layout.block_size
