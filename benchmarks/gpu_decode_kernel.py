@@ -1,13 +1,16 @@
 """One decode step's attention per layer on a CUDA GPU: the template against FA3, plans swept.
 
-Issue 57's decode lever (``docs/performance.md``, "Decode attention on the H200"): what
-one decode step launches per layer - the template's KV write, split-KV decode kernel
-and merge (``TEMPLATE_ATTN``'s plan, ``kernels/paged_attention.py``) - against what
-stock vLLM 0.32's FLASH_ATTN backend launches under FULL decode graphs: its
+Issue 57's decode lever (``docs/performance.md``, "Decode attention"): what one decode
+step launches per layer - the template's KV write, split-KV decode kernel and merge
+(``TEMPLATE_ATTN``'s plan, ``kernels/paged_attention.py``) - against what stock vLLM
+0.32's FLASH_ATTN backend launches under FULL decode graphs: its
 ``reshape_and_cache_flash`` and FA3 (``_vllm_fa3_C`` ``fwd`` over the paged cache, with
 the scheduler metadata its builder makes outside the graph, at most 32 splits). Llama
-3 8B's attention (32 query heads, 8 KV, 128 dims, bf16, block size 16 as both engines
-use), batch 1 and 32, contexts 128 to 2048 (``gpu_e2e.py``'s decode steps see 144-272).
+3 8B's attention by default (32 query heads, 8 KV, 128 dims; ``--heads``), bf16, block
+size 16 as both engines use, batch 1 and 32 (``--batches``), contexts 128 to 2048
+(``--contexts``; ``gpu_e2e.py``'s decode steps see 144-272). The template is timed at
+the planner's plan for each shape (``template``), at its one plan before the sweep
+(``before``, :data:`PREVIOUS`) and at any ``--config``.
 
 Timing: ``LAYERS`` layers, each with its own cache (one block table, as one KV-cache
 group shares), captured in one CUDA graph as a FULL decode graph holds them, replayed
@@ -22,14 +25,14 @@ stands in, said in the table); else torch's SDPA over dense K/V with the KV head
 expanded (not what stock runs). The output names the reference.
 
 ``--sweep``: coordinate descent over ``attention_decode.DecodeConfig`` (keys per
-step, keys per split, programs per multiprocessor, warps, stages, the merge's warps),
-from the planner's default, twice over the fields, separately for batch 1 and batch 32
-(scored by the geometric mean over their ``SWEEP_CONTEXTS``); the winners then join the
-table at every shape. ``--profile``: kernel time per layer under the torch profiler
-(graph replays), by kernel, for the default plan and the reference. No vLLM needed.
+step, keys per split, programs per multiprocessor, warps, stages, the merge's warps)
+from the planner's choice, twice over the fields, separately for each batch (scored by
+the geometric mean over ``SWEEP_CONTEXTS``); the winners then join the table at every
+shape. ``--profile``: kernel time per layer under the torch profiler (graph replays),
+by kernel, for the template's plans and the reference. No vLLM needed.
 
     python benchmarks/gpu_decode_kernel.py [--stock DIR] [--sweep] [--profile]
-        [--json out.json] [--quick]
+        [--batches 1,32] [--contexts 256,2048] [--json out.json] [--quick]
 """
 
 from __future__ import annotations
@@ -70,6 +73,10 @@ DEVICE = "cuda"
 BATCHES = (1, 32)
 CONTEXTS = (128, 256, 512, 1024, 2048)
 SWEEP_CONTEXTS = (256, 2048)
+PREVIOUS = DecodeConfig(
+    tile_n=64, min_keys=256, num_warps=4, num_stages=2, programs_per_sm=2, combine_warps=4
+)
+"""The planner's one decode plan before the sweep (code cf12afc), timed as ``before``."""
 FA3_MAX_SPLITS = 32  # vLLM 0.32's flash_attn_max_num_splits_for_cuda_graph
 SWEEP_VALUES: dict[str, tuple[int, ...]] = {
     "min_keys": (64, 128, 256, 512),
@@ -174,6 +181,7 @@ class Variant:
     caches: Callable  # how this variant splits a layer's cache
     heads_dim: int
     checks_output: bool = True
+    plan: DecodeConfig | None = None
 
 
 def template_variant(
@@ -196,7 +204,14 @@ def template_variant(
                 step.seq_lens, step.qsl, scale, plan, step.key[i], step.value[i],
             )  # fmt: skip
 
-    return Variant(name, layer, _template_caches, 1, checks_output=attend)
+    return Variant(
+        name,
+        layer,
+        _template_caches,
+        1,
+        checks_output=attend,
+        plan=planner.decode_config(step.batch),
+    )
 
 
 class Stock:
@@ -361,9 +376,11 @@ def _label(config: DecodeConfig) -> str:
 
 
 def sweep(batch: int, args: argparse.Namespace, log: list[dict]) -> DecodeConfig:
-    """Coordinate descent from the planner's default for ``batch``: each field in turn
+    """Coordinate descent from the planner's choice for ``batch``: each field in turn
     over its values (the others at the best so far), twice over the fields."""
-    default = attention_decode.decode_config(HEADS[2])
+    _, hkv, d = HEADS
+    sms = attention_decode.num_multiprocessors(torch.device(DEVICE))
+    default = attention_decode.decode_config(max(16, 1 << (d - 1).bit_length()), batch, hkv, sms)
     steps = [make_step(batch, c, args.layers) for c in SWEEP_CONTEXTS]
     best = default
     scores: dict[DecodeConfig, float] = {}
@@ -464,6 +481,10 @@ def _driver() -> str | None:
         return None
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(","))
+
+
 def _write(path: Path | None, result: dict, start: float) -> None:
     result["wall_s"] = time.perf_counter() - start
     if path is not None:
@@ -471,6 +492,7 @@ def _write(path: Path | None, result: dict, start: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global HEADS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stock", type=Path, help="folder with stock's compiled .so files")
     parser.add_argument("--sweep", action="store_true", help="coordinate descent over plans")
@@ -488,7 +510,11 @@ def main(argv: list[str] | None = None) -> int:
         help="extra template plan NAME=tile_n,min_keys,num_warps,num_stages,programs_per_sm,"
         "combine_warps (DecodeConfig's fields in order)",
     )
+    parser.add_argument("--batches", type=_ints, default=BATCHES, help="e.g. 1,8,32")
+    parser.add_argument("--contexts", type=_ints, default=None, help="e.g. 256,2048")
+    parser.add_argument("--heads", type=_ints, default=HEADS, help="query,KV,head size")
     args = parser.parse_args(argv)
+    HEADS = tuple(args.heads)
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to benchmark", file=sys.stderr)
         return 1
@@ -505,14 +531,14 @@ def main(argv: list[str] | None = None) -> int:
     copy = _copy_tbps()
     print(f"copy {copy:.2f} TB/s", flush=True)
 
-    configs: dict[str, DecodeConfig] = {"template": attention_decode.decode_config(HEADS[2])}
+    configs: dict[str, DecodeConfig | None] = {"template": None, "before": PREVIOUS}
     for spec in args.config:
         name, _, values = spec.partition("=")
         fields = [f.name for f in dataclasses.fields(DecodeConfig)]
         configs[name] = DecodeConfig(**dict(zip(fields, map(int, values.split(",")), strict=True)))
     sweep_log: list[dict] = []
     if args.sweep:
-        for batch in BATCHES:
+        for batch in args.batches:
             best = sweep(batch, args, sweep_log)
             configs[f"best_b{batch}"] = best
             print(f"sweep b{batch}: best {_label(best)}", flush=True)
@@ -529,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         "reference_kv_write": kv_write_name,
         "stock_problems": stock.problems,
         "copy_tbps": copy,
-        "configs": {k: dataclasses.asdict(v) for k, v in configs.items()},
+        "configs": {k: v and dataclasses.asdict(v) for k, v in configs.items()},
         "rows": [],
         "sweep": sweep_log,
         "profiles": [],
@@ -538,8 +564,8 @@ def main(argv: list[str] | None = None) -> int:
     _write(args.json, result, start)
     rows: list[dict] = result["rows"]
     profiles: list[dict] = result["profiles"]
-    contexts = (256, 2048) if args.quick else CONTEXTS
-    for batch in BATCHES:
+    contexts = args.contexts or ((256, 2048) if args.quick else CONTEXTS)
+    for batch in args.batches:
         for context in contexts:
             step = make_step(batch, context, args.layers)
             variants = [template_variant(name, step, c) for name, c in configs.items()]
@@ -565,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nbatch {batch}, context {context}: us per layer, median [range] of {rounds}")
             for name, res in timed.items():
                 plan = configs.get(name)
+                if name == "template":  # the planner's choice for this shape
+                    plan = variants[0].plan
                 row = {
                     "batch": batch,
                     "context": context,

@@ -16,6 +16,7 @@ the device, ``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -29,9 +30,12 @@ from vllm_platform_template.devices.gpu.kernels.attention_tile import _attend_ti
 
 __all__ = ["DecodeConfig", "decode_num_splits", "num_multiprocessors"]
 
-DECODE_MIN_KEYS_PER_SPLIT = 256
+DECODE_MIN_KEYS_PER_SPLIT = 64
 """A decode split covers at least this many keys (for short contexts the trailing
-splits find nothing to do)."""
+splits find nothing to do). 64 rather than 256: at batch 1 over 256 keys one split
+per KV head did all the work (8 programs on 132 multiprocessors) and the decode
+kernel took 12.4 us a layer against 4.5 us (``benchmarks/gpu_decode_kernel.py``,
+docs/performance.md "Decode attention")."""
 
 DECODE_MAX_SPLITS = 64
 
@@ -39,7 +43,8 @@ DECODE_PROGRAMS_PER_SM = 2
 """Decode programs (request x KV head x split) aimed at per multiprocessor."""
 
 DECODE_TILE_N = 64
-"""Keys per step of the decode kernel (32 for head sizes above 128)."""
+"""Keys per step of the decode kernel when its programs are short (32 when they are
+long, and for head sizes above 128)."""
 
 DECODE_NUM_WARPS = 4
 DECODE_NUM_STAGES = 2
@@ -53,8 +58,8 @@ class DecodeConfig:
     ``tile_n``: keys per step; ``min_keys``: keys a split covers at least (a multiple
     of ``tile_n``); ``programs_per_sm``: decode programs (request x KV head x split)
     aimed at per multiprocessor, which fixes the split count; warps and stages of
-    the decode kernel, warps of the merge. The planner's default is
-    :func:`decode_config`; ``benchmarks/gpu_decode_kernel.py`` sweeps the others.
+    the decode kernel, warps of the merge. The planner's choice for a batch shape is
+    :func:`decode_config`'s; ``benchmarks/gpu_decode_kernel.py`` sweeps the others.
     """
 
     tile_n: int = DECODE_TILE_N
@@ -70,10 +75,31 @@ class DecodeConfig:
         return _num_splits(num_reqs, num_kv_heads, num_multiprocessors, self.programs_per_sm)
 
 
-def decode_config(block_d: int) -> DecodeConfig:
-    """The planner's decode launch parameters for a head tile of ``block_d`` (a power of
-    two): keys 64 at a time, 32 above 128 dimensions (registers)."""
-    return DecodeConfig(tile_n=DECODE_TILE_N if block_d <= 128 else min(DECODE_TILE_N, 32))
+SHORT_SHARES = DecodeConfig(tile_n=64, num_warps=8, num_stages=1, combine_warps=2)
+"""Fewer (request, KV head) pairs than multiprocessors: three splits or more, each
+program's share of the keys a few tiles, its latency the step's - eight warps on a
+64-key tile, no software pipeline (nothing to overlap across few tiles)."""
+
+LONG_SHARES = DecodeConfig(tile_n=32, num_warps=4, num_stages=2, combine_warps=1)
+"""As many pairs as multiprocessors or more: one or two splits, long shares streamed -
+four warps on 32-key tiles, two stages in flight."""
+
+
+def decode_config(
+    block_d: int, num_reqs: int, num_kv_heads: int, num_multiprocessors: int
+) -> DecodeConfig:
+    """The planner's decode launch parameters for a batch shape and a head tile of
+    ``block_d`` (a power of two): :data:`SHORT_SHARES` when the (request, KV head)
+    pairs are fewer than the multiprocessors, else :data:`LONG_SHARES`; 32 keys per
+    step above 128 dimensions (registers). Like the split count, from the batch
+    shape only, never the sequence lengths. Swept on an H100 at Llama 3 8B's heads
+    (``benchmarks/gpu_decode_kernel.py --sweep``): at batch 1 the first took 0.55x
+    the old single config's time a layer over 256 keys, at batch 32 the second 0.87x."""
+    short = num_reqs * num_kv_heads < num_multiprocessors
+    config = SHORT_SHARES if short else LONG_SHARES
+    if block_d > 128 and config.tile_n > 32:
+        config = dataclasses.replace(config, tile_n=32)
+    return config
 
 
 @triton.jit(do_not_specialize=["bt_stride", "bt_cols", "num_blocks", "num_splits"])
