@@ -32,10 +32,7 @@ __all__ = ["DecodeConfig", "decode_num_splits", "num_multiprocessors"]
 
 DECODE_MIN_KEYS_PER_SPLIT = 64
 """A decode split covers at least this many keys (for short contexts the trailing
-splits find nothing to do). 64 rather than 256: at batch 1 over 256 keys one split
-per KV head did all the work (8 programs on 132 multiprocessors) and the decode
-kernel took 12.4 us a layer against 4.5 us (``benchmarks/gpu_decode_kernel.py``,
-docs/performance.md "Decode attention")."""
+splits find nothing to do): :data:`SHORT_SHARES`'s; :data:`LONG_SHARES` takes 128."""
 
 DECODE_MAX_SPLITS = 64
 
@@ -43,8 +40,7 @@ DECODE_PROGRAMS_PER_SM = 2
 """Decode programs (request x KV head x split) aimed at per multiprocessor."""
 
 DECODE_TILE_N = 64
-"""Keys per step of the decode kernel when its programs are short (32 when they are
-long, and for head sizes above 128)."""
+"""Keys per step of the decode kernel (32 for head sizes above 128)."""
 
 DECODE_NUM_WARPS = 4
 DECODE_NUM_STAGES = 2
@@ -75,28 +71,37 @@ class DecodeConfig:
         return _num_splits(num_reqs, num_kv_heads, num_multiprocessors, self.programs_per_sm)
 
 
-SHORT_SHARES = DecodeConfig(tile_n=64, num_warps=8, num_stages=1, combine_warps=2)
-"""Fewer (request, KV head) pairs than multiprocessors: three splits or more, each
-program's share of the keys a few tiles, its latency the step's - eight warps on a
-64-key tile, no software pipeline (nothing to overlap across few tiles)."""
+SHORT_SPLITS = 8
+"""From this many splits on (each a share of an eighth of the keys or less: four
+64-key tiles of a 2048-key context), a plan takes :data:`SHORT_SHARES`."""
 
-LONG_SHARES = DecodeConfig(tile_n=32, num_warps=4, num_stages=2, combine_warps=1)
-"""As many pairs as multiprocessors or more: one or two splits, long shares streamed -
-four warps on 32-key tiles, two stages in flight."""
+SHORT_SHARES = DecodeConfig(tile_n=64, min_keys=64, num_warps=8, num_stages=1, combine_warps=2)
+"""Many splits (few (request, KV head) pairs): each program's share of the keys a few
+tiles, its latency the step's - eight warps on a 64-key tile, no software pipeline
+(little to overlap across few tiles), splits of 64 keys at least so that short
+contexts still spread over several programs."""
+
+LONG_SHARES = DecodeConfig(tile_n=64, min_keys=128, num_warps=4, num_stages=2, combine_warps=1)
+"""Fewer splits: long shares streamed - four warps on 64-key tiles, two stages in flight."""
 
 
 def decode_config(
     block_d: int, num_reqs: int, num_kv_heads: int, num_multiprocessors: int
 ) -> DecodeConfig:
     """The planner's decode launch parameters for a batch shape and a head tile of
-    ``block_d`` (a power of two): :data:`SHORT_SHARES` when the (request, KV head)
-    pairs are fewer than the multiprocessors, else :data:`LONG_SHARES`; 32 keys per
-    step above 128 dimensions (registers). Like the split count, from the batch
-    shape only, never the sequence lengths. Swept on an H100 at Llama 3 8B's heads
-    (``benchmarks/gpu_decode_kernel.py --sweep``): at batch 1 the first took 0.55x
-    the old single config's time a layer over 256 keys, at batch 32 the second 0.87x."""
-    short = num_reqs * num_kv_heads < num_multiprocessors
-    config = SHORT_SHARES if short else LONG_SHARES
+    ``block_d`` (a power of two): :data:`SHORT_SHARES` when the shape splits each
+    (request, KV head) :data:`SHORT_SPLITS` ways or more (:func:`decode_num_splits`),
+    else :data:`LONG_SHARES`; 32 keys per step above 128 dimensions (registers). Like
+    the split count, from the batch shape only, never the sequence lengths.
+
+    Swept on an H100 at Llama 3 8B's heads (``benchmarks/gpu_decode_kernel.py
+    --sweep``, docs/performance.md "Decode attention"): the batches of 1 and 4 (33 and
+    9 splits) chose the first, those of 17 and 32 (2 splits) the second or a close
+    neighbour; at 8 and 16 (5 and 3 splits) the first lost to the old single plan over
+    2048 keys (by 23 and 37 %), the second never did at any batch measured.
+    """
+    splits = decode_num_splits(num_reqs, num_kv_heads, num_multiprocessors)
+    config = SHORT_SHARES if splits >= SHORT_SPLITS else LONG_SHARES
     if block_d > 128 and config.tile_n > 32:
         config = dataclasses.replace(config, tile_n=32)
     return config
