@@ -2,7 +2,8 @@
 
 Each (request, KV head) is split into ``num_splits`` key ranges run in parallel
 (:func:`decode_num_splits`: from the batch shape and the multiprocessors, never
-the sequence lengths); each split folds its keys with
+the sequence lengths; the warps, stages and keys per tile and per split follow
+from the split count, :func:`decode_config`); each split folds its keys with
 :func:`attention_tile._attend_tile` for all heads of the group at once, and a
 small kernel merges the splits' partial softmax results. With one split the
 kernel writes the output directly.
@@ -98,7 +99,8 @@ def decode_config(
     --sweep``, docs/performance.md "Decode attention"): the batches of 1 and 4 (33 and
     9 splits) chose the first, those of 17 and 32 (2 splits) the second or a close
     neighbour; at 8 and 16 (5 and 3 splits) the first lost to the old single plan over
-    2048 keys (by 23 and 37 %), the second never did at any batch measured.
+    2048 keys (by 23 and 37 %), the second matched or beat it at every batch measured
+    (4 to 64, over 256 and 2048 keys).
     """
     splits = decode_num_splits(num_reqs, num_kv_heads, num_multiprocessors)
     config = SHORT_SHARES if splits >= SHORT_SPLITS else LONG_SHARES
