@@ -96,11 +96,10 @@ def decode_config(
     the split count, from the batch shape only, never the sequence lengths.
 
     Swept on an H100 at Llama 3 8B's heads (``benchmarks/gpu_decode_kernel.py
-    --sweep``, docs/performance.md "Decode attention"): the batches of 1 and 4 (33 and
-    9 splits) chose the first, those of 17 and 32 (2 splits) the second or a close
-    neighbour; at 8 and 16 (5 and 3 splits) the first lost to the old single plan over
-    2048 keys (by 23 and 37 %), the second matched or beat it at every batch measured
-    (4 to 64, over 256 and 2048 keys).
+    --sweep``): the batches of 1 and 4 (33 and 9 splits) chose the first, those of 17
+    and 32 (2 splits) the second or a close neighbour; at 8 and 16 (5 and 3 splits)
+    the first lost to the old single plan over 2048 keys (by 23 and 37 %), the second
+    matched or beat it at every batch measured (4 to 64, over 256 and 2048 keys).
     """
     splits = decode_num_splits(num_reqs, num_kv_heads, num_multiprocessors)
     config = SHORT_SHARES if splits >= SHORT_SPLITS else LONG_SHARES
