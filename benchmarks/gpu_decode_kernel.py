@@ -399,7 +399,8 @@ def sweep(batch: int, args: argparse.Namespace, log: list[dict]) -> DecodeConfig
             ok = all(t is not None for t in times) and all(
                 e is not None and e < 0.05 for e in errors
             )
-            scores[c] = math.exp(statistics.mean(math.log(t) for t in times)) if ok else math.inf
+            found = [float(t) for t in times if t is not None]
+            scores[c] = math.exp(statistics.mean(math.log(t) for t in found)) if ok else math.inf
             log.append(
                 {
                     "batch": batch,

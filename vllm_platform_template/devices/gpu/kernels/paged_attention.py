@@ -386,7 +386,7 @@ def _warm_up(planner: TritonAttentionPlanner) -> None:
     dev, dtype = planner.device, layout.dtype
     kv_cache = torch.zeros((2, hkv, bs, 2 * d), dtype=dtype, device=dev)
     key_cache, value_cache = kv_cache.view(2, hkv, 2 * bs, d).chunk(2, dim=2)
-    decode_reqs: dict[tuple[bool, int], int] = {}
+    decode_reqs: dict[tuple[bool, int, DecodeConfig], int] = {}
     for r in range(1, planner.max_num_reqs + 1):
         splits = planner.num_splits(r)
         decode_reqs.setdefault((splits == 1, next_power_of_2(splits), planner.decode_config(r)), r)
