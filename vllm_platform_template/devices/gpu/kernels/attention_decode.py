@@ -2,7 +2,8 @@
 
 Each (request, KV head) is split into ``num_splits`` key ranges run in parallel
 (:func:`decode_num_splits`: from the batch shape and the multiprocessors, never
-the sequence lengths); each split folds its keys with
+the sequence lengths; the warps, stages and keys per tile and per split follow
+from the split count, :func:`decode_config`); each split folds its keys with
 :func:`attention_tile._attend_tile` for all heads of the group at once, and a
 small kernel merges the splits' partial softmax results. With one split the
 kernel writes the output directly.
@@ -16,7 +17,9 @@ the device, ``tests/devices/gpu/speed_tier/test_triton_kernels.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -26,11 +29,11 @@ from vllm_platform_template.devices.gpu.identity import torch_module
 from vllm_platform_template.devices.gpu.kernels import is_interpreted
 from vllm_platform_template.devices.gpu.kernels.attention_tile import _attend_tile
 
-__all__ = ["decode_num_splits", "num_multiprocessors"]
+__all__ = ["DecodeConfig", "decode_num_splits", "num_multiprocessors"]
 
-DECODE_MIN_KEYS_PER_SPLIT = 256
+DECODE_MIN_KEYS_PER_SPLIT = 64
 """A decode split covers at least this many keys (for short contexts the trailing
-splits find nothing to do)."""
+splits find nothing to do): :data:`SHORT_SHARES`'s; :data:`LONG_SHARES` takes 128."""
 
 DECODE_MAX_SPLITS = 64
 
@@ -42,6 +45,67 @@ DECODE_TILE_N = 64
 
 DECODE_NUM_WARPS = 4
 DECODE_NUM_STAGES = 2
+COMBINE_NUM_WARPS = 4
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Launch parameters of the split-KV decode kernel and its merge (one layout's).
+
+    ``tile_n``: keys per step; ``min_keys``: keys a split covers at least (a multiple
+    of ``tile_n``); ``programs_per_sm``: decode programs (request x KV head x split)
+    aimed at per multiprocessor, which fixes the split count; warps and stages of
+    the decode kernel, warps of the merge. The planner's choice for a batch shape is
+    :func:`decode_config`'s; ``benchmarks/gpu_decode_kernel.py`` sweeps the others.
+    """
+
+    tile_n: int = DECODE_TILE_N
+    min_keys: int = DECODE_MIN_KEYS_PER_SPLIT
+    num_warps: int = DECODE_NUM_WARPS
+    num_stages: int = DECODE_NUM_STAGES
+    programs_per_sm: int = DECODE_PROGRAMS_PER_SM
+    combine_warps: int = COMBINE_NUM_WARPS
+
+    def num_splits(self, num_reqs: int, num_kv_heads: int, num_multiprocessors: int) -> int:
+        """Key splits per (request, KV head): :func:`decode_num_splits` at this config's
+        programs per multiprocessor."""
+        return _num_splits(num_reqs, num_kv_heads, num_multiprocessors, self.programs_per_sm)
+
+
+SHORT_SPLITS = 8
+"""From this many splits on (each a share of an eighth of the keys or less: four
+64-key tiles of a 2048-key context), a plan takes :data:`SHORT_SHARES`."""
+
+SHORT_SHARES = DecodeConfig(tile_n=64, min_keys=64, num_warps=8, num_stages=1, combine_warps=2)
+"""Many splits (few (request, KV head) pairs): each program's share of the keys a few
+tiles, its latency the step's - eight warps on a 64-key tile, no software pipeline
+(little to overlap across few tiles), splits of 64 keys at least so that short
+contexts still spread over several programs."""
+
+LONG_SHARES = DecodeConfig(tile_n=64, min_keys=128, num_warps=4, num_stages=2, combine_warps=1)
+"""Fewer splits: long shares streamed - four warps on 64-key tiles, two stages in flight."""
+
+
+def decode_config(
+    block_d: int, num_reqs: int, num_kv_heads: int, num_multiprocessors: int
+) -> DecodeConfig:
+    """The planner's decode launch parameters for a batch shape and a head tile of
+    ``block_d`` (a power of two): :data:`SHORT_SHARES` when the shape splits each
+    (request, KV head) :data:`SHORT_SPLITS` ways or more (:func:`decode_num_splits`),
+    else :data:`LONG_SHARES`; 32 keys per step above 128 dimensions (registers). Like
+    the split count, from the batch shape only, never the sequence lengths.
+
+    Swept on an H100 at Llama 3 8B's heads (``benchmarks/gpu_decode_kernel.py
+    --sweep``): the batches of 1 and 4 (33 and 9 splits) chose the first, those of 17
+    and 32 (2 splits) the second or a close neighbour; at 8 and 16 (5 and 3 splits)
+    the first lost to the old single plan over 2048 keys (by 23 and 37 %), the second
+    matched or beat it at every batch measured (4 to 64, over 256 and 2048 keys).
+    """
+    splits = decode_num_splits(num_reqs, num_kv_heads, num_multiprocessors)
+    config = SHORT_SHARES if splits >= SHORT_SPLITS else LONG_SHARES
+    if block_d > 128 and config.tile_n > 32:
+        config = dataclasses.replace(config, tile_n=32)
+    return config
 
 
 @triton.jit(do_not_specialize=["bt_stride", "bt_cols", "num_blocks", "num_splits"])
@@ -246,6 +310,12 @@ def decode_num_splits(num_reqs: int, num_kv_heads: int, num_multiprocessors: int
     split covers at least :data:`DECODE_MIN_KEYS_PER_SPLIT` keys in the kernel, so
     for short contexts the trailing splits find nothing to do.
     """
+    return _num_splits(num_reqs, num_kv_heads, num_multiprocessors, DECODE_PROGRAMS_PER_SM)
+
+
+def _num_splits(
+    num_reqs: int, num_kv_heads: int, num_multiprocessors: int, programs_per_sm: int
+) -> int:
     programs = max(1, num_reqs * num_kv_heads)
-    wanted = triton.cdiv(DECODE_PROGRAMS_PER_SM * num_multiprocessors, programs)
+    wanted = triton.cdiv(programs_per_sm * num_multiprocessors, programs)
     return max(1, min(wanted, DECODE_MAX_SPLITS))

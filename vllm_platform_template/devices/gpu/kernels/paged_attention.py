@@ -47,13 +47,10 @@ from vllm_platform_template.devices.gpu.kernels import (
     next_power_of_2,
 )
 from vllm_platform_template.devices.gpu.kernels.attention_decode import (
-    DECODE_MIN_KEYS_PER_SPLIT,
-    DECODE_NUM_STAGES,
-    DECODE_NUM_WARPS,
-    DECODE_TILE_N,
+    DecodeConfig,
     _paged_decode_combine_kernel,
     _paged_decode_kernel,
-    decode_num_splits,
+    decode_config,
     num_multiprocessors,
 )
 from vllm_platform_template.devices.gpu.kernels.attention_prefill import (
@@ -116,13 +113,15 @@ class TritonAttentionPlanner:
     Everything a step's shape fixes is decided when the shape is first seen and
     cached: the kernel (split-KV decode when every request decodes one token, the
     general kernel otherwise), its grid, tile and constants, the split count
-    (:func:`decode_num_splits`: requests, KV heads, multiprocessors) and the split
-    scratch, views of one buffer allocated here for the largest split decode of up
-    to ``max_num_reqs`` requests. :meth:`plan` allocates nothing, copies nothing
-    to the host and reads no tensor, so it may run while a graph is captured.
-    :meth:`warm_up` compiles every variant a step can launch, once per process and
-    layout (the engine's planners do, so no Triton compile happens while serving;
-    the public :func:`paged_attention` does not, as it plans each call anew).
+    (:func:`decode_num_splits`: requests, KV heads, multiprocessors), the launch
+    parameters (``attention_decode.decode_config``: from the same three, unless
+    ``decode`` forces others) and the split scratch, views of one buffer allocated
+    here for the largest split decode of up to ``max_num_reqs`` requests.
+    :meth:`plan` allocates nothing, copies nothing to the host and reads no tensor,
+    so it may run while a graph is captured. :meth:`warm_up` compiles every variant a
+    step can launch, once per process and layout (the engine's planners do, so no
+    Triton compile happens while serving; the public :func:`paged_attention` does
+    not, as it plans each call anew).
     """
 
     def __init__(
@@ -132,6 +131,7 @@ class TritonAttentionPlanner:
         device: torch.device,
         *,
         decode_splits: int | None = None,
+        decode: DecodeConfig | None = None,
     ) -> None:
         if layout.num_kv_heads <= 0 or layout.num_heads % layout.num_kv_heads != 0:
             raise ValueError(
@@ -147,11 +147,7 @@ class TritonAttentionPlanner:
         self.ieee = layout.dtype == torch.float32
         self.num_multiprocessors = num_multiprocessors(self.device)
         self.forced_splits = None if decode_splits is None else max(1, int(decode_splits))
-        self.decode_tile_n = DECODE_TILE_N if self.block_d <= 128 else min(DECODE_TILE_N, 32)
-        # A forced split count (tests, tuning) splits even short contexts.
-        self.min_keys_per_split = (
-            self.decode_tile_n if self.forced_splits is not None else DECODE_MIN_KEYS_PER_SPLIT
-        )
+        self.forced_decode = decode
         rows = max(r * self.num_splits(r) for r in range(1, self.max_num_reqs + 1))
         per_row = layout.num_heads * (layout.head_size + 2)
         self.scratch = torch.empty(rows * per_row, dtype=torch.float32, device=self.device)
@@ -163,10 +159,20 @@ class TritonAttentionPlanner:
         if not is_interpreted(_paged_decode_kernel):
             _warm_up(self)
 
+    def decode_config(self, num_reqs: int) -> DecodeConfig:
+        """The decode launch parameters of ``num_reqs`` requests (the batch shape's)."""
+        if self.forced_decode is not None:
+            return self.forced_decode
+        return decode_config(
+            self.block_d, num_reqs, self.layout.num_kv_heads, self.num_multiprocessors
+        )
+
     def num_splits(self, num_reqs: int) -> int:
         if self.forced_splits is not None:
             return self.forced_splits
-        return decode_num_splits(num_reqs, self.layout.num_kv_heads, self.num_multiprocessors)
+        return self.decode_config(num_reqs).num_splits(
+            num_reqs, self.layout.num_kv_heads, self.num_multiprocessors
+        )
 
     def plan(
         self,
@@ -209,22 +215,25 @@ class TritonAttentionPlanner:
         if num_tokens == 0 or num_reqs == 0 or max_query_len <= 0:
             return AttentionPlan(num_reqs, num_tokens, False, 0, None)
         if max_query_len == 1:
+            config = self.decode_config(num_reqs)
             splits = self.num_splits(num_reqs)
             direct = splits == 1
+            # A forced split count (tests, tuning) splits even short contexts.
+            min_keys = config.tile_n if self.forced_splits is not None else config.min_keys
             decode = Launch(
                 _paged_decode_kernel,
                 (num_reqs, hkv, splits),
                 {
                     "GROUP": self.group,
                     "BLOCK_G": max(16, next_power_of_2(self.group)),
-                    "TILE_N": self.decode_tile_n,
+                    "TILE_N": config.tile_n,
                     "BLOCK_D": self.block_d,
                     "IEEE_DOT": self.ieee,
                     "DIRECT": direct,
-                    "MIN_KEYS": self.min_keys_per_split,
+                    "MIN_KEYS": min_keys,
                 },
-                num_warps=DECODE_NUM_WARPS,
-                num_stages=DECODE_NUM_STAGES,
+                num_warps=config.num_warps,
+                num_stages=config.num_stages,
             )
             if direct:
                 return AttentionPlan(num_reqs, num_tokens, True, 1, decode)
@@ -236,7 +245,7 @@ class TritonAttentionPlanner:
                 _paged_decode_combine_kernel,
                 (num_reqs, hq, 1),
                 {"BLOCK_S": next_power_of_2(splits), "BLOCK_D": next_power_of_2(d)},
-                num_warps=4,
+                num_warps=config.combine_warps,
                 num_stages=3,
             )
             return AttentionPlan(
@@ -364,17 +373,23 @@ def _warm_up(planner: TritonAttentionPlanner) -> None:
     steps will find in Triton's cache.
     """
     layout = planner.layout
-    key = (layout, planner.device, planner.max_num_reqs, planner.forced_splits)
+    key = (
+        layout,
+        planner.device,
+        planner.max_num_reqs,
+        planner.forced_splits,
+        planner.forced_decode,
+    )
     if key in _WARMED:
         return
     hq, hkv, d, bs = layout.num_heads, layout.num_kv_heads, layout.head_size, layout.block_size
     dev, dtype = planner.device, layout.dtype
     kv_cache = torch.zeros((2, hkv, bs, 2 * d), dtype=dtype, device=dev)
     key_cache, value_cache = kv_cache.view(2, hkv, 2 * bs, d).chunk(2, dim=2)
-    decode_reqs: dict[tuple[bool, int], int] = {}
+    decode_reqs: dict[tuple[bool, int, DecodeConfig], int] = {}
     for r in range(1, planner.max_num_reqs + 1):
         splits = planner.num_splits(r)
-        decode_reqs.setdefault((splits == 1, next_power_of_2(splits)), r)
+        decode_reqs.setdefault((splits == 1, next_power_of_2(splits), planner.decode_config(r)), r)
     shapes = [(r, r, 1) for r in decode_reqs.values()]
     classes: dict[tuple[int, int], int] = {}
     for q_len in range(2, 129):
