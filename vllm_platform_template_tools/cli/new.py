@@ -31,7 +31,8 @@ the shapes and is not a folder is a whole file of the first-light shape
 (:data:`FIRST_LIGHT_PROJECT_FILES`) or derived: tox.ini loses the environments
 that name a file the plugin lacks (:func:`tox_sections_left_out`),
 ``pyproject.toml`` gets the shape's description and a port loses the CUDA folder's
-extra (:func:`project_metadata`), the device registry and the command table are
+extra and the speed tier's Ray extra (:func:`project_metadata`), and tox.ini the extras
+the new pyproject lacks (:func:`drop_tox_extras`), the device registry and the command table are
 read from the folders present at run time. Every identity is then
 renamed (:func:`renamer`: ``vllm_platform_template`` -> ``vllm_acme``,
 ``TemplateCpuPlatform`` -> ``AcmeCpuPlatform``, ``VLLM_TEMPLATE_DEVICE`` ->
@@ -472,9 +473,16 @@ def drop_ini_sections(text: str, names: Iterable[str]) -> str:
     return "".join(kept).rstrip("\n") + "\n"
 
 
+# Extras of this project a port leaves out, besides the CUDA folder's, and why.
+FIRST_LIGHT_EXTRAS_LEFT_OUT = {
+    "ray": "vLLM's Ray executor across hosts: a speed-tier hook (docs/ray.md is left out too)",
+}
+
+
 def project_metadata(text: str, shape: str, device: str) -> str:
     """``pyproject.toml`` for a plugin of ``shape``: its description, and for a port the
-    device folder's extra dropped (named after the device type it leaves: ``cuda``)."""
+    device folder's extra (named after the device type it leaves: ``cuda``) and
+    :data:`FIRST_LIGHT_EXTRAS_LEFT_OUT` dropped, each with the comment lines above it."""
     text, found = re.subn(
         r'^description = ".*"$',
         f"description = {json.dumps(DESCRIPTIONS[shape])}",
@@ -485,10 +493,23 @@ def project_metadata(text: str, shape: str, device: str) -> str:
     if not found:
         raise SystemExit("pyproject.toml: no description line in [project]")
     if device != DEFAULT_DEVICE:
-        text, found = re.subn(rf"^{DEFAULT_DEVICE} = \[.*\]\n", "", text, count=1, flags=re.M)
-        if not found:
-            raise SystemExit(f"pyproject.toml: no {DEFAULT_DEVICE!r} extra to leave out")
+        for extra in (DEFAULT_DEVICE, *FIRST_LIGHT_EXTRAS_LEFT_OUT):
+            text, found = re.subn(rf"^(#.*\n)*{extra} = \[.*\]\n", "", text, count=1, flags=re.M)
+            if not found:
+                raise SystemExit(f"pyproject.toml: no {extra!r} extra to leave out")
     return text
+
+
+def drop_tox_extras(text: str, names: Iterable[str]) -> str:
+    """``text`` (tox.ini) without the entries of its ``extras =`` lists named in ``names``."""
+    kept, in_extras = [], False
+    for line in text.splitlines(keepends=True):
+        if re.match(r"^\S", line):
+            in_extras = re.match(r"^extras\s*=", line) is not None
+        elif in_extras and line.strip() in names:
+            continue
+        kept.append(line)
+    return "".join(kept)
 
 
 def render_scaffold(source: str, device: str) -> str:
@@ -638,6 +659,8 @@ def generate(
             text = (root / path).read_text()
             if path == "tox.ini":
                 text = drop_ini_sections(text, tox_sections_left_out(text, present))
+            if path == "tox.ini" and port:
+                text = drop_tox_extras(text, FIRST_LIGHT_EXTRAS_LEFT_OUT)
             if path == "pyproject.toml":
                 text = project_metadata(text, shape, device)
             if path == IDENTITY_FILE and port:

@@ -2,12 +2,13 @@
 
 The kernel table (``device.py``) takes its entries from here, with vLLM's op semantics
 (``fused_add_rms_norm`` returns ``(out, x + residual)``). ``rms_norm``,
-``fused_add_rms_norm`` and ``silu_and_mul`` are the extension's ``torch.ops.<LIBRARY>``
-operators where it registers them (the PrivateUse1 test device does), the rest the
-reference kernels (plain torch, ``vllm_platform_template/reference_kernels/``). Speed, one
-op at a time (docs/porting-guide.md, "10. Kernels: IR providers and custom ops"):
-register the kernel in your extension's library with a fake (Meta) kernel, so that IR
-lowering can trace it and a graph hold it, and say in ``supports`` which calls it takes.
+``fused_add_rms_norm``, ``silu_and_mul`` and ``rotary_embedding_`` are the extension's
+``torch.ops.<LIBRARY>`` operators where it registers them (the PrivateUse1 test device
+does; without one, vLLM's native rotary embedding runs), the rest the reference kernels
+(plain torch, ``vllm_platform_template/reference_kernels/``). Speed, one op at a time
+(docs/porting-guide.md, "10. Kernels: IR providers and custom ops"): register the kernel
+in your extension's library with a fake (Meta) kernel, so that IR lowering can trace it
+and a graph hold it, and say in ``supports`` which calls it takes.
 
 vLLM hooks served: ``Platform.import_kernels`` (``device.load_libraries``) and, through
 the kernel table, the IR provider and the CustomOps. No vLLM import. Proven by
@@ -67,9 +68,24 @@ def device_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return getattr(torch.ops, LIBRARY).silu_and_mul(x)
 
 
+def device_rotary_embedding(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor | None,
+    head_size: int,
+    cos_sin_cache: torch.Tensor,
+    is_neox_style: bool,
+) -> None:
+    getattr(torch.ops, LIBRARY).rotary_embedding(
+        positions, query, key, head_size, cos_sin_cache, is_neox_style
+    )
+
+
 # The entries the device's extension serves in this process.
 DEVICE_KERNELS = tuple(
-    k for k in ("rms_norm", "fused_add_rms_norm", "silu_and_mul") if registered(k)
+    k
+    for k in ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding")
+    if registered(k)
 )
 rms_norm = device_rms_norm if "rms_norm" in DEVICE_KERNELS else native_rms_norm
 fused_add_rms_norm = (
@@ -78,6 +94,8 @@ fused_add_rms_norm = (
     else native_fused_add_rms_norm
 )
 silu_and_mul = device_silu_and_mul if "silu_and_mul" in DEVICE_KERNELS else reference_silu_and_mul
+# in place; None: vLLM's native rotary embedding
+rotary_embedding_ = device_rotary_embedding if "rotary_embedding" in DEVICE_KERNELS else None
 
 
 def supports(*args: Any, **kwargs: Any) -> bool:

@@ -129,6 +129,24 @@ def test_the_kernel_tables_operators_ran_on_the_device(one_device) -> None:
     assert not missing, f"not dispatched to {DEVICE}: {missing}"
 
 
+FALLBACK = "cpu_fallback:"  # the test device's count of an operator its fallback served
+
+
+def test_the_operators_left_to_the_devices_cpu_fallback_are_listed(one_device, capsys) -> None:
+    """Each operator the device does not own ran through its CPU fallback: printed with its
+    count (the list a port's extension implements to run the same steps on its own); the
+    linear layers' matmul is one (the test device owns no matmul)."""
+    counts = one_device["device_dispatch"]
+    if counts is None:
+        pytest.skip(f"{DEVICE} does not count the calls it serves (the test device does)")
+    fallback = {k.removeprefix(FALLBACK): n for k, n in counts.items() if k.startswith(FALLBACK)}
+    with capsys.disabled():
+        print(f"\n{DEVICE}, one eager engine: {len(fallback)} operators ran on its CPU fallback")
+        for name, calls in sorted(fallback.items(), key=lambda item: (-item[1], item[0])):
+            print(f"{calls:>9}  {name}")
+    assert fallback.get("aten::mm.out", 0) > 0, sorted(fallback)
+
+
 # The device runtime's hooks vLLM reached (the test device counts them beside the operators):
 # the allocator's memory info (the KV cache is sized from it), pinned host buffers (the
 # model runner's inputs), events (its output copies), the guard's current device.

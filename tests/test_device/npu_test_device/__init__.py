@@ -19,8 +19,8 @@ Pieces, each with the torch hook it serves:
   ``PrivateUse1HooksInterface``;
 - ``csrc/ops.cpp``: the operators a device owns (empty, views, resize, copies)
   and the fallback that runs every other operator on host views of the same
-  storage, counting each dispatch (:func:`dispatch_counts`), or records it into
-  the graph being captured;
+  storage, counting each dispatch (:func:`dispatch_counts`; ``cpu_fallback:<name>``
+  once more for each the fallback served), or records it into the graph being captured;
 - ``csrc/kernels.cpp``: the device's own kernels for vLLM's hot operators
   (``torch.ops.<name>.rms_norm``, ``fused_add_rms_norm``, ``silu_and_mul``,
   ``rotary_embedding``, ``reshape_and_cache``, ``paged_attention``): PrivateUse1

@@ -11,7 +11,9 @@
 // view results, a new device tensor (the device's allocator, the bytes copied) otherwise.
 // Nothing is copied to run an operator, so writes through views (a KV cache, a slice of a
 // buffer) land in device memory as on real hardware. Each dispatch to the device is
-// counted by operator name (npu_test::dispatch_counts), so a test can see what ran here.
+// counted by operator name (npu_test::dispatch_counts), so a test can see what ran here,
+// and each that the fallback served once more as "cpu_fallback:<name>": the operators a
+// real device's extension must implement for the same work.
 //
 // npu_test::host_view(t) gives the same host view to Python (the collectives use it).
 //
@@ -51,12 +53,12 @@ namespace {
 std::mutex counts_mutex;
 std::map<std::string, int64_t> counts;
 
+std::string key_of(const c10::OperatorName& name) {
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
 void count(const c10::OperatorName& name) {
-  auto key = name.name;
-  if (!name.overload_name.empty()) {
-    key += "." + name.overload_name;
-  }
-  count_call(key);
+  count_call(key_of(name));
 }
 
 void count(const char* name) {
@@ -412,7 +414,9 @@ void record_call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
 }
 
 void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  count(op.schema().operator_name());
+  const auto key = key_of(op.schema().operator_name());
+  count_call(key);
+  count_call("cpu_fallback:" + key);
   if (const auto device = device_of_call(op, *stack); device && recording(device->index())) {
     record_call(op, stack, *device);
     return;

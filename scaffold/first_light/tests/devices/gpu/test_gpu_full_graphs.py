@@ -15,7 +15,8 @@ first two decoding 31 steps as a batch of two (replays of the graph of two), the
 31 steps alone (the graph of one). Asserted: the mode that ran, the captures and
 replays counted from the runner, the tokens equal transformers', the attention path
 the device's, and where the device counts its launches (the test device does), its
-kernels ran inside the replays.
+kernels ran inside the replays and a replayed step left to its CPU fallback only aten
+operators a device's extension implements (printed, operator by operator).
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ ENGINE = {
 }
 STEPS = 31  # decode steps of each prompt after its first token
 ATTENTION_KERNELS = ("reshape_and_cache", "paged_attention")
+# What a replayed decode step may leave to the test device's CPU fallback: aten operators
+# a device's torch extension implements (the linear layers' matmul, the token embedding's
+# lookup), none of the kernel table's or the attention's work.
+ATEN_IN_A_DECODE_STEP = {"aten::mm.out", "aten::index_select"}
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +124,23 @@ def test_the_replays_ran_the_devices_kernels(full) -> None:
         if counts.get(f"replay:{kernels.LIBRARY}::{k}", 0) < 2 * STEPS
     }
     assert not short, f"kernels replayed fewer than {2 * STEPS} times: {short}"
+
+
+def test_a_replayed_step_leaves_only_aten_operators_to_the_cpu_fallback(full, capsys) -> None:
+    counts = full["device_dispatch"]
+    if counts is None:
+        pytest.skip(f"{DEVICE} does not count the calls it serves (the test device does)")
+    steps = counts["runtime::Graph::replay"]
+    replayed = {k.removeprefix("replay:"): n for k, n in counts.items() if k.startswith("replay:")}
+
+    def served_by(operator: str) -> str:
+        if operator.startswith(f"{kernels.LIBRARY}::"):
+            return "the device's kernel"
+        return "CPU fallback" if f"cpu_fallback:{operator}" in counts else "the device (owned)"
+
+    with capsys.disabled():
+        print(f"\n{DEVICE}: one replayed decode step ({steps} replays), operator by operator")
+        for operator, calls in sorted(replayed.items(), key=lambda item: (-item[1], item[0])):
+            print(f"{calls / steps:>6.1f}  {operator:<32} {served_by(operator)}")
+    fallback = {op for op in replayed if served_by(op) == "CPU fallback"}
+    assert fallback <= ATEN_IN_A_DECODE_STEP, sorted(fallback)
