@@ -19,18 +19,15 @@ device does); two devices give the tokens of one. The first-light tier itself is
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from device_probe import run_in_child
 from hf_reference import decoding_of
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.devices.gpu.platform import TemplateGpuPlatform
-from vllm_platform_template.settings import DEVICE_ENV
 
 pytestmark = [
     pytest.mark.e2e,
@@ -39,7 +36,6 @@ pytestmark = [
     pytest.mark.skipif(not IDENTITY.present(), reason=f"needs a {IDENTITY.device_type} device"),
 ]
 
-PROBE = Path(__file__).with_name("device_probe.py")
 # The test device without kernels of its own, as a vendor's extension is at first light
 # (tests/test_device: NPU_TEST_DEVICE_KERNELS); any other device ignores it.
 TEST_DEVICE_KERNELS_ENV = "NPU_TEST_DEVICE_KERNELS"
@@ -62,20 +58,14 @@ REFERENCE_KERNEL_OPERATORS = (
 
 def probe_on_device(tmp_path_factory: pytest.TempPathFactory, *demo_args: str) -> dict:
     """One eager engine on the device in the probe's process: its demo report and log."""
-    env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
-    env["VLLM_CACHE_ROOT"] = str(tmp_path_factory.mktemp("first-light-cache"))
-    env[TEST_DEVICE_KERNELS_ENV] = "0"  # first light: the reference kernels
-    proc = subprocess.run(
-        [sys.executable, str(PROBE), *DEMO, *demo_args, "--engine-args", json.dumps(ENGINE)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    return run_in_child(
+        tmp_path_factory.mktemp("first-light-cache"),
+        *DEMO,
+        *demo_args,
+        "--engine-args",
+        json.dumps(ENGINE),
+        env={TEST_DEVICE_KERNELS_ENV: "0"},  # first light: the reference kernels
     )
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    report["_stderr"] = proc.stderr
-    return report
 
 
 @pytest.fixture(scope="module")

@@ -22,12 +22,9 @@ operators a device's extension implements (printed, operator by operator).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from device_probe import run_in_child
 from hf_reference import decoding_of
 
 from vllm_platform_template.devices.gpu import kernels
@@ -37,7 +34,6 @@ from vllm_platform_template.devices.gpu.attention_kernels import (
 )
 from vllm_platform_template.devices.gpu.availability import graph_api, graph_api_problem
 from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
-from vllm_platform_template.settings import DEVICE_ENV
 
 
 def _not_ready() -> str | None:
@@ -62,7 +58,6 @@ pytestmark = [
     pytest.mark.skipif(_not_ready() is not None, reason=str(_not_ready())),
 ]
 
-PROBE = Path(__file__).with_name("device_probe.py")
 DEVICE = IDENTITY.device_type
 ENGINE = {
     "max_num_seqs": 2,
@@ -80,19 +75,8 @@ ATEN_IN_A_DECODE_STEP = {"aten::mm.out", "aten::index_select"}
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
-    env["VLLM_CACHE_ROOT"] = str(tmp_path_factory.mktemp("full-graphs-cache"))
-    proc = subprocess.run(
-        [sys.executable, str(PROBE), "--device", DEVICE, "--engine-args", json.dumps(ENGINE)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    report["_stderr"] = proc.stderr
-    return report
+    cache = tmp_path_factory.mktemp("full-graphs-cache")
+    return run_in_child(cache, "--device", DEVICE, "--engine-args", json.dumps(ENGINE))
 
 
 def test_decode_steps_replay_full_graphs(full) -> None:
