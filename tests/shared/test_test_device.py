@@ -3,11 +3,12 @@
 Each check runs in a child process with ``NPU_TEST_DEVICE=1`` (torch's device
 backend autoload registers the device there), so this process keeps torch as
 it is. What a vLLM engine needs of a device is covered piece by piece: tensors
-in the device's own memory counted by its allocator, views that write through,
-outputs a kernel resizes, copies both ways, the operator fallback and its
-counts, pinned host memory, generators, streams and events, two devices, the
-out-of-memory error, ``torch.accelerator`` and ``torch.npu``, the ``npuccl``
-collectives between two processes, and ``torch.accelerator.Graph``: capture
+in the device's own memory counted by its allocator, which the host cannot read
+but through the device, views that write through, outputs a kernel resizes,
+copies both ways, the operator fallback and its counts, pinned host memory,
+generators, streams and events, two devices, the out-of-memory error,
+``torch.accelerator`` and ``torch.npu``, the ``npuccl`` collectives between two
+processes, and ``torch.accelerator.Graph``: capture
 records without running, replays into the same memory, keeps its pool, and
 refuses what a device graph must refuse.
 """
@@ -266,6 +267,35 @@ def test_an_unbuilt_device_says_how_to_build_it(tmp_path) -> None:
     )
     assert proc.returncode != 0
     assert "run `python -m npu_test_device build`" in proc.stderr
+
+
+# A host read of device memory through a pointer, as host code that mistakes a device
+# tensor for a host one would make it; before it, the reads the device allows.
+STRAY_READ = """
+import ctypes, torch, npu_test_device as d
+x = torch.full((4,), 7.0, device="npu")
+view = d.host_view(x)
+print("through a host view", ctypes.c_float.from_address(x.data_ptr()).value, flush=True)
+del view
+print("through a copy", x.cpu()[0].item(), flush=True)
+ctypes.c_float.from_address(x.data_ptr()).value
+print("read on the host", flush=True)
+"""
+
+
+def test_the_host_cannot_read_device_memory_but_through_the_device() -> None:
+    """Device memory is closed to the host (as OpenReg's is): open while a host view of it
+    lives (the device's operators, kernels and copies), a fault with a message otherwise."""
+    proc = subprocess.run(
+        [sys.executable, "-c", STRAY_READ],
+        env={**os.environ, "NPU_TEST_DEVICE": "1", "NPU_TEST_DEVICE_NAME": "npu"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == -11, (proc.returncode, proc.stdout, proc.stderr[-3000:])
+    assert "through a host view 7.0\nthrough a copy 7.0\n" in proc.stdout
+    assert "read on the host" not in proc.stdout
+    assert "the host read or wrote device memory at 0x" in proc.stderr
+    assert "(a block of 16 bytes on npu:0)" in proc.stderr
 
 
 def test_the_test_device_takes_the_device_type_a_plugin_names() -> None:

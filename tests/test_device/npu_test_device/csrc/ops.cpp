@@ -83,17 +83,26 @@ void reset_dispatch_counts() {
 
 // --- host views --------------------------------------------------------------------------
 
-void release_storage_ref(void* ctx) {
-  delete static_cast<c10::Storage*>(ctx);
+// What a host view holds: the device storage (alive as long as the view) and the host's
+// access to its bytes (runtime.h: device memory is closed to the host otherwise).
+struct HostWindow {
+  explicit HostWindow(const c10::Storage& device) : storage(device), access(device.data()) {}
+  c10::Storage storage;
+  HostAccess access;
+};
+
+void release_host_window(void* ctx) {
+  delete static_cast<HostWindow*>(ctx);
 }
 
-// A CPU tensor over the bytes of an npu tensor: same storage offset, sizes and strides. Its
-// storage is resizable through the CPU allocator, so a CPU kernel that grows an output
-// leaves the device's bytes alone and the fallback sees the growth (write_back).
+// A CPU tensor over the bytes of an npu tensor: same storage offset, sizes and strides,
+// readable and writable while it lives. Its storage is resizable through the CPU allocator,
+// so a CPU kernel that grows an output leaves the device's bytes alone and the fallback sees
+// the growth (write_back).
 at::Tensor host_view_of(const at::Tensor& tensor) {
   const auto& storage = tensor.storage();
   c10::DataPtr bytes(
-      storage.mutable_data(), new c10::Storage(storage), &release_storage_ref,
+      storage.mutable_data(), new HostWindow(storage), &release_host_window,
       c10::Device(c10::DeviceType::CPU));
   c10::Storage host(
       c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(bytes),

@@ -3,7 +3,12 @@
 // Memory is host memory (the device is a stand-in), but it is the device's own: every byte a
 // tensor on `npu` owns comes from DeviceMemory below, counted per device against a capacity,
 // so `data_ptr`, views, strides, copies, memory statistics and out-of-memory behave as on a
-// device with its own memory. Streams and events are synchronous: work is done when queued.
+// device with its own memory. And as on a device the host cannot read it: each block is a
+// mapping of its own without access (mmap PROT_NONE), opened (mprotect) only while a
+// HostAccess to it lives - the device's operators, kernels and copies (ops.cpp, kernels.cpp)
+// - so a stray host read or write of device memory stops the process with a message naming
+// the block (SIGSEGV handler below), where plain host memory would have answered. Streams and
+// events are synchronous: work is done when queued.
 //
 // Each piece names the torch hook it serves:
 //   DeviceMemory      c10::DeviceAllocator, REGISTER_ALLOCATOR(PrivateUse1): tensors' storage,
@@ -25,6 +30,10 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -39,7 +48,6 @@ namespace npu_test {
 
 namespace {
 
-constexpr size_t kAlignment = 64;
 constexpr int64_t kDefaultDeviceCount = 2;
 constexpr int64_t kDefaultCapacity = int64_t{4} << 30;  // 4 GiB a device
 
@@ -88,6 +96,14 @@ void free_device_memory(void* ptr);
 struct DeviceMemory final : c10::DeviceAllocator {
   DeviceMemory() : stats_(static_cast<size_t>(device_count())) {}
 
+  struct Block {
+    c10::DeviceIndex device;
+    size_t nbytes;
+    size_t mapped;  // whole pages
+    uint64_t serial;
+    int64_t open;  // HostAccess objects alive
+  };
+
   at::DataPtr allocate(size_t nbytes) override {
     const auto device = current_device();
     if (nbytes > 0) {
@@ -108,10 +124,10 @@ struct DeviceMemory final : c10::DeviceAllocator {
           OutOfMemoryError, in_use + static_cast<int64_t>(nbytes) <= device_capacity(),
           c10::get_privateuse1_backend(), ":", static_cast<int>(device), " is out of memory: ", nbytes,
           " bytes asked, ", in_use, " of ", device_capacity(), " in use");
-      const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-      data = std::aligned_alloc(kAlignment, rounded);
-      TORCH_CHECK(data != nullptr, "the host could not back ", nbytes, " bytes of ", c10::get_privateuse1_backend(), " memory");
-      blocks_[data] = {device, nbytes};
+      const size_t mapped = (nbytes + page_size() - 1) / page_size() * page_size();
+      data = mmap(nullptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      TORCH_CHECK(data != MAP_FAILED, "the host could not back ", nbytes, " bytes of ", c10::get_privateuse1_backend(), " memory");
+      blocks_[data] = {device, nbytes, mapped, next_serial_++, 0};
       for (auto* stat : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
                          &stats.requested_bytes}) {
         (*stat)[kAll].increase(nbytes);
@@ -141,8 +157,53 @@ struct DeviceMemory final : c10::DeviceAllocator {
       (*stat)[kAll].decrease(1);
     }
     stats.num_device_free++;
+    const size_t mapped = block->second.mapped;
     blocks_.erase(block);
-    std::free(ptr);
+    munmap(ptr, mapped);
+  }
+
+  // HostAccess: the block starting at `base` readable and writable while one is open.
+  uint64_t open(const void* base) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto block = blocks_.find(const_cast<void*>(base));
+    if (block == blocks_.end()) {
+      return 0;  // not a block's start: pinned host memory, or no device memory
+    }
+    if (block->second.open++ == 0) {
+      TORCH_CHECK(mprotect(block->first, block->second.mapped, PROT_READ | PROT_WRITE) == 0,
+                  "mprotect failed on ", c10::get_privateuse1_backend(), " memory");
+    }
+    return block->second.serial;
+  }
+
+  void close(const void* base, uint64_t serial) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto block = blocks_.find(const_cast<void*>(base));
+    if (block == blocks_.end() || block->second.serial != serial) {
+      return;  // freed while open (its mapping is gone)
+    }
+    if (--block->second.open == 0) {
+      mprotect(block->first, block->second.mapped, PROT_NONE);
+    }
+  }
+
+  // For the SIGSEGV handler: the block holding `address`, without waiting for the lock
+  // (the faulting thread may hold it); false when it cannot tell.
+  bool find_unlocked(const void* address, Block* found) {
+    if (!mutex_.try_lock()) {
+      return false;
+    }
+    bool hit = false;
+    for (const auto& [base, block] : blocks_) {
+      const auto* begin = static_cast<const char*>(base);
+      if (address >= begin && address < begin + block.mapped) {
+        *found = block;
+        hit = true;
+        break;
+      }
+    }
+    mutex_.unlock();
+    return hit;
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
@@ -150,6 +211,7 @@ struct DeviceMemory final : c10::DeviceAllocator {
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
+    HostAccess to(dest), from(src);
     std::memcpy(dest, src, count);
   }
 
@@ -207,10 +269,10 @@ struct DeviceMemory final : c10::DeviceAllocator {
  private:
   static constexpr size_t kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
-  struct Block {
-    c10::DeviceIndex device;
-    size_t nbytes;
-  };
+  static size_t page_size() {
+    static const auto size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    return size;
+  }
 
   static void for_each_stat(
       c10::CachingDeviceAllocator::DeviceStats& stats, void (*visit)(c10::CachingAllocator::Stat&)) {
@@ -224,9 +286,70 @@ struct DeviceMemory final : c10::DeviceAllocator {
   std::mutex mutex_;
   std::unordered_map<void*, Block> blocks_;
   std::vector<c10::CachingDeviceAllocator::DeviceStats> stats_;
+  uint64_t next_serial_ = 1;
 };
 
 DeviceMemory device_memory;
+
+// --- a host access to device memory: the message, then the fault as it would be -----------
+
+struct sigaction previous_segv_action;
+
+void write_text(const char* text) {
+  ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
+
+void write_number(uint64_t value, int base) {
+  char digits[32];
+  int at = 32;
+  do {
+    digits[--at] = "0123456789abcdef"[value % base];
+    value /= base;
+  } while (value != 0 && at > 0);
+  ssize_t ignored = write(STDERR_FILENO, digits + at, 32 - at);
+  (void)ignored;
+}
+
+void on_segv(int number, siginfo_t* info, void* context) {
+  DeviceMemory::Block block{};
+  if (device_memory.find_unlocked(info->si_addr, &block)) {
+    write_text("\nnpu_test_device: the host read or wrote device memory at 0x");
+    write_number(reinterpret_cast<uintptr_t>(info->si_addr), 16);
+    write_text(" (a block of ");
+    write_number(block.nbytes, 10);
+    write_text(" bytes on ");
+    write_text(c10::get_privateuse1_backend().c_str());
+    write_text(":");
+    write_number(static_cast<uint64_t>(block.device), 10);
+    write_text("). The host reaches device memory only through the device's copies "
+               "(tensor.cpu(), tensor.to(...), copy_) or its operators, never through a "
+               "pointer (data_ptr()) read on the host.\n");
+  }
+  // The fault as it would have been without this handler: the previous one, or the default.
+  if ((previous_segv_action.sa_flags & SA_SIGINFO) != 0 &&
+      previous_segv_action.sa_sigaction != nullptr) {
+    previous_segv_action.sa_sigaction(number, info, context);
+    return;
+  }
+  if (previous_segv_action.sa_handler != SIG_DFL && previous_segv_action.sa_handler != SIG_IGN &&
+      previous_segv_action.sa_handler != nullptr) {
+    previous_segv_action.sa_handler(number);
+    return;
+  }
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  sigaction(number, &fallback, nullptr);  // returning runs the access again: the default action
+}
+
+const bool segv_handler_installed = [] {
+  struct sigaction action {};
+  action.sa_sigaction = &on_segv;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  return sigaction(SIGSEGV, &action, &previous_segv_action) == 0;
+}();
 
 void free_device_memory(void* ptr) {
   device_memory.release(ptr);
@@ -531,6 +654,15 @@ const bool hooks_registered = [] {
 
 }  // namespace
 
+HostAccess::HostAccess(const void* device_bytes)
+    : base_(device_bytes), serial_(device_bytes == nullptr ? 0 : device_memory.open(device_bytes)) {}
+
+HostAccess::~HostAccess() {
+  if (serial_ != 0) {
+    device_memory.close(base_, serial_);
+  }
+}
+
 at::DataPtr allocate_device_memory(c10::DeviceIndex device, size_t nbytes) {
   return device_memory.allocate_outside_pools(device, nbytes);
 }
@@ -559,6 +691,7 @@ void resize_storage(const c10::Storage& storage, size_t nbytes) {
   auto grown = device_memory.allocate(nbytes);
   set_device(previous);
   if (storage.nbytes() > 0) {
+    HostAccess to(grown.get()), from(storage.data());
     std::memcpy(grown.get(), storage.data(), storage.nbytes());
   }
   storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(grown));

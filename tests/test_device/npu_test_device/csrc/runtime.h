@@ -7,6 +7,7 @@
 #include <c10/core/Storage.h>
 #include <c10/core/Stream.h>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -30,6 +31,24 @@ at::DataPtr allocate_device_memory(c10::DeviceIndex device, size_t nbytes);
 
 // Whether `ptr` is in the device's pinned host memory.
 bool is_pinned_host(const void* ptr);
+
+// Device memory the host cannot read: each block is mapped without access and opened only
+// while a HostAccess to it lives (a host view's lifetime, ops.cpp: the operators, the
+// kernels and the copies reach the device's bytes through host views only). A host read
+// or write of a block outside one fails with a message naming the device memory it hit.
+// `device_bytes` is a block's start (a storage's data); any other pointer is left alone.
+class HostAccess {
+ public:
+  explicit HostAccess(const void* device_bytes);
+  ~HostAccess();
+  HostAccess(const HostAccess&) = delete;
+  HostAccess& operator=(const HostAccess&) = delete;
+
+ private:
+  const void* base_;
+  uint64_t serial_;  // the block's allocation, so that a block freed and mapped again at
+                     // the same address is not closed by an access to its predecessor
+};
 
 // This thread's current stream on `device` (its id: 0 is the default stream).
 c10::StreamId current_stream_id(c10::DeviceIndex device);
