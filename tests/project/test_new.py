@@ -225,12 +225,21 @@ PATH_REFERENCE = re.compile(
 )
 
 
+# A path named as the template project's own (the renamer keeps that name): not the plugin's.
+TEMPLATE_PROJECTS = re.compile(r"vllm-platform-template\s+project's\s+`{0,2}$")
+# The embedded model's training records name the command that made them, in that project.
+TRAINING_RECORDS = "vllm_acme_tools/embedded_model/trained/"
+
+
 def _missing_references(project: Path) -> list[str]:
     missing = []
     for path, text in _texts(project).items():
+        if path.startswith(TRAINING_RECORDS):
+            continue
         here = (project / path).parent
-        for found, test in PATH_REFERENCE.findall(text):
-            if found in UPSTREAM_PATHS:
+        for match in PATH_REFERENCE.finditer(text):
+            found, test = match.groups()
+            if found in UPSTREAM_PATHS or TEMPLATE_PROJECTS.search(text[: match.start()]):
                 continue
             bases = [
                 project,
@@ -261,6 +270,7 @@ def test_the_reference_check_finds_a_missing_path_and_test(tmp_path: Path) -> No
     (tmp_path / "tests/test_a.py").write_text("def test_here(): ...\n")
     (tmp_path / "README.md").write_text(
         "see tests/test_a.py::test_here, tests/test_a.py::test_gone and docs/gone.md\n"
+        "(the vllm-platform-template project's `tools/its_own.py` is not the plugin's)\n"
     )
     assert sorted(_missing_references(tmp_path)) == [
         "README.md: docs/gone.md",

@@ -128,6 +128,12 @@ LEFT_OUT = (
 )
 
 FIRST_LIGHT_LEFT_OUT = (
+    Entry(
+        "tools/train_tiny_model.py",
+        "the embedded model's training: its result is committed, the script stays with the "
+        "vllm-platform-template project",
+    ),
+    Entry("tools/austen_from_debian.py", "the training text that script reads"),
     Entry("tools/support_matrix.py", "the CPU backend's feature matrix (no CPU backend here)"),
     Entry("docs/support-matrix.md", "that matrix"),
     Entry("vllm_platform_template/lora", "LoRA's punica wrapper (speed tier: first light refuses)"),

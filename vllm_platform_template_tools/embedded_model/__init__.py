@@ -6,7 +6,7 @@ tests and the benchmarks use a model the project generates itself
 
 - ``tiny`` (2.2M parameters, fp32): weights and tokenizer trained on Jane
   Austen's novels and committed under ``trained/`` (``trained.py``,
-  ``text_data.py``, ``tools/train_tiny_model.py``);
+  ``text_data.py``);
 - ``small`` (about 100M parameters, bf16, for speed work): seeded random
   weights (``weights.py``) and a tokenizer trained at write time on a
   pseudo-word corpus (``corpus.py``).

@@ -4,7 +4,7 @@ Only ``small`` (seeded random weights, for speed work) uses it:
 ``tokenizer.build_tokenizer`` trains its tokenizer on these lines when the model
 is written. The ``tiny`` model's tokenizer and weights are trained on Jane
 Austen's novels and committed under ``trained/`` (``trained.py``,
-``text_data.py``, ``tools/train_tiny_model.py``); nothing here reaches it.
+``text_data.py``); nothing here reaches it.
 
 The corpus must be deterministic: a fixed set of paragraphs plus pseudo-words
 drawn from a seeded generator. Same input, same merges, same vocabulary on

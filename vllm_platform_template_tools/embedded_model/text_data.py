@@ -2,11 +2,10 @@
 
 The ``tiny`` embedded model is trained on *Pride and Prejudice* (``text/``,
 see its README for the source) chapters before :data:`HELD_OUT_FIRST_CHAPTER`,
-together with Austen's five other novels (not shipped: ``tools/train_tiny_model.py``
-reads them, sha256-checked, from where ``tools/austen_from_debian.py`` wrote
-them). The rest of *Pride and Prejudice* is held out: the training script
-validates on it, and :func:`held_out_passage` is the passage whose perplexity
-the demo reports and the e2e tier compares across stock vLLM, the template
+together with Austen's five other novels (not shipped: the training script that
+``trained.py`` names reads them, sha256-checked). The rest of *Pride and Prejudice*
+is held out: the training script validates on it, and :func:`held_out_passage` is
+the passage whose perplexity the demo reports and the e2e tier compares across stock vLLM, the template
 platform and transformers (as evaluation harnesses score a model through vLLM's
 ``prompt_logprobs``).
 

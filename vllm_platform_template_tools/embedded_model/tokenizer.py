@@ -2,10 +2,9 @@
 
 vLLM's text prompts, chat and ``vllm serve`` need a Hugging Face tokenizer in
 the model directory. None can be downloaded here, so the embedded models train
-their own: ``tiny`` on its training text, Austen's novels
-(``tools/train_tiny_model.py`` trains it once and the result is committed under
-``trained/``), ``small`` on a deterministic pseudo-word corpus (``corpus.py``)
-at write time. Saved in the format
+their own: ``tiny`` on its training text, Austen's novels (trained once with its
+weights and committed under ``trained/``, ``trained.py``), ``small`` on a
+deterministic pseudo-word corpus (``corpus.py``) at write time. Saved in the format
 ``transformers.AutoTokenizer`` reads (``tokenizer.json`` +
 ``tokenizer_config.json`` with a chat template).
 """

@@ -1,9 +1,13 @@
-"""The committed results of training ``tiny`` and ``tiny-moe`` (``tools/train_tiny_model.py``).
+"""The committed results of training ``tiny`` and ``tiny-moe``.
+
+Trained by the vllm-platform-template project's ``tools/train_tiny_model.py`` (its
+training text extracted by the vllm-platform-template project's
+``tools/austen_from_debian.py``).
 
 ``trained/`` holds the tokenizer (tiny's, shared by tiny-moe) and the weights trained on
 Austen's six novels
 (*Pride and Prejudice* chapters 1-58, shipped in ``text/``, and the five others
-``tools/train_tiny_model.py`` reads; ``text_data.py``), the weights as fp16
+the training script reads; ``text_data.py``), the weights as fp16
 safetensors (half the bytes of fp32), and the training record (command,
 device, seed, settings, losses). The writer turns them into the fp32 checkpoint that vLLM and
 transformers load; fp16 to fp32 is exact, so every writer gives the same bytes.
@@ -46,8 +50,8 @@ def load_state_dict(name: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     path = weights_path(name=name)
     if not path.is_file():
         raise FileNotFoundError(
-            f"trained weights {path} are missing; reinstall the package or run "
-            "tools/train_tiny_model.py to recreate them"
+            f"trained weights {path} are missing; reinstall the package (the "
+            "vllm-platform-template project's tools/train_tiny_model.py recreates them)"
         )
     return {k: v.to(dtype).contiguous() for k, v in load_file(str(path)).items()}
 

@@ -19,8 +19,9 @@ first-light engine tests).
 Pieces, each with the torch hook it serves:
 
 - ``csrc/runtime.cpp``: the device allocator (``c10::DeviceAllocator``; its
-  memory closed to the host, ``HostAccess``), the pinned host allocator (``at::HostAllocator``), the device guard with streams
-  and events (``DeviceGuardImplInterface``), generators and the
+  memory closed to the host, ``HostAccess``), the pinned host allocator
+  (``at::HostAllocator``), the device guard with streams and events
+  (``DeviceGuardImplInterface``), generators and the
   ``PrivateUse1HooksInterface``;
 - ``csrc/ops.cpp``: the operators a device owns (empty, views, resize, copies)
   and the fallback that runs every other operator on host views of the same
