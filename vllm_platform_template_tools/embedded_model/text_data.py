@@ -5,9 +5,9 @@ see its README for the source) chapters before :data:`HELD_OUT_FIRST_CHAPTER`,
 together with Austen's five other novels (not shipped: the training script that
 ``trained.py`` names reads them, sha256-checked). The rest of *Pride and Prejudice*
 is held out: the training script validates on it, and :func:`held_out_passage` is
-the passage whose perplexity the demo reports and the e2e tier compares across stock vLLM, the template
-platform and transformers (as evaluation harnesses score a model through vLLM's
-``prompt_logprobs``).
+the passage whose perplexity the demo reports and the e2e tier compares across stock
+vLLM, the template platform and transformers (as evaluation harnesses score a model
+through vLLM's ``prompt_logprobs``).
 
 Paragraphs are re-flowed (the file is hard-wrapped at 70 columns) and the
 underscores that mark italics are dropped, so the model writes flowing prose.
