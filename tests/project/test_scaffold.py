@@ -7,17 +7,18 @@ device type no torch nor this project names, so the test device runs under the
 plugin's name).
 Each is installed (editable, no dependencies) into a virtualenv that sees this
 environment's packages through a ``.pth`` file, so vLLM is not installed
-twice, and runs its own lint (ruff); the first-light one also its type check
-(mypy), its whole unit tier and its own first-light tests on the PrivateUse1 test device
-(``tests/test_device``: eager engines through the device folder on one and two
-test devices, tokens equal to transformers'); the full one one engine parity
-run of its e2e tier on its CPU backend, and its type check and whole unit tier
-where ``SCAFFOLD_FULL=1`` (``tox -e scaffold``: they are this project's own, renamed,
-about four CPU-minutes CI does not spend twice); and vLLM's own platform resolution
-shows the first-light one's user that no my_dev device is there without the test
-device. Independent steps of the two run side by side (the machine has few
-cores; mypy is one thread). On a machine with the device (GPU tier), the full
-project's own device-tier parity tests run too.
+twice. The full one runs its own lint (ruff) and one engine parity run of its e2e
+tier on its CPU backend, and its type check and whole unit tier where
+``SCAFFOLD_FULL=1`` (``tox -e scaffold``: they are this project's own, renamed,
+about four CPU-minutes CI does not spend twice). The first-light one's own lint,
+type check, unit tier and device tests are its CI, which
+``test_clean_machine.py`` runs on a clean machine; here its ``doctor`` probes the
+torch-extension contract on the test device, and vLLM's own platform resolution
+shows its user that no my_dev device is there without the test device. The speed
+tier's three kernel roads run in an ``npu`` plugin as generated, with a capture
+fault added. Independent steps run side by side (the machine has few cores; mypy
+is one thread). On a machine with the device (GPU tier), the full project's own
+device-tier parity tests run too.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ pytestmark = pytest.mark.e2e
 PORT_DEVICE = "my_dev"  # the first-light plugin's device type: not npu (the test device's default)
 DEVICES = ("cuda", PORT_DEVICE)
 FULL_ENV = "SCAFFOLD_FULL"  # 1: the full plugin's whole type check and unit tier too
-FOLDERS = {"cuda": "gpu", PORT_DEVICE: PORT_DEVICE}  # device type -> its folder (and tests)
 RUFF = Path(sys.executable).parent / "ruff"
+LINT = (("check", "."), ("format", "--check", "."))
 
 
 class Project:
@@ -122,53 +123,22 @@ def _finish(runs: Sequence[tuple[str, subprocess.Popen]], timeout: int) -> None:
     assert not failures, "\n".join(failures)
 
 
-def _checked(projects: dict[str, Project]) -> dict[str, Project]:
-    """The plugins whose whole type check and unit tier run here: the first-light one, and
-    the full one too where ``SCAFFOLD_FULL=1`` (``tox -e scaffold``). The full plugin's
-    are this project's own renamed (about 4 CPU-minutes CI does not spend twice); its
-    lint and its engine parity run always."""
-    return {d: p for d, p in projects.items() if d != "cuda" or os.environ.get(FULL_ENV) == "1"}
-
-
-def test_generated_projects_pass_their_lint_and_type_check(projects) -> None:
-    lint = [
-        (f"ruff {device}", project.start(RUFF, *args))
-        for device, project in projects.items()
-        for args in (("check", "."), ("format", "--check", "."))
-    ]
+def test_generated_full_plugin_passes_its_lint_and_type_check(projects) -> None:
+    """Its lint always; its type check where ``SCAFFOLD_FULL=1`` (this project's own mypy,
+    renamed: about 2 CPU-minutes CI does not spend twice)."""
+    project = projects["cuda"]
+    lint = [(f"ruff {args[0]}", project.start(RUFF, *args)) for args in LINT]
     _finish(lint, timeout=300)
-    checked = _checked(projects)
-    types = [(f"mypy {d}", p.start(p.python, "-m", "mypy")) for d, p in checked.items()]
-    _finish(types, timeout=900)
+    if os.environ.get(FULL_ENV) == "1":
+        _finish([("mypy", project.start(project.python, "-m", "mypy"))], timeout=900)
 
 
-def test_generated_projects_pass_their_unit_tests(projects) -> None:
-    runs = []
-    for device, project in _checked(projects).items():
-        marker = f"not e2e and not {FOLDERS[device]}"  # the device tier's marker
-        args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker)
-        env = project.device_env
-        runs.append((f"unit tier ({device})", project.start(project.python, *args, env=env)))
-    _finish(runs, timeout=1200)
-
-
-def test_first_light_plugin_runs_vllm_on_the_test_device(projects) -> None:
-    """The first-light plugin's own device tests on the PrivateUse1 test device: first light
-    (the device without kernels of its own: one and two devices, tokens equal transformers',
-    weights and KV cache in its memory, the reference kernels dispatched there, the MoE
-    model on its reference experts kernel) and the speed tier as generated (the device's
-    kernels in FULL decode graphs, replayed). All of them must run: a skip means the device
-    or what the speed tier needs of it was not there."""
-    project = projects[PORT_DEVICE]
-    assert project.device_env["NPU_TEST_DEVICE_NAME"] == PORT_DEVICE
-    tests = f"tests/devices/{PORT_DEVICE}/test_{PORT_DEVICE}"
-    run = project.start(
-        project.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-        f"{tests}_first_light.py", f"{tests}_full_graphs.py", env=project.device_env,
-    )  # fmt: skip
-    output, _ = run.communicate(timeout=900)
-    assert run.returncode == 0, output[-6000:]
-    assert "13 passed" in output and "skipped" not in output, output[-3000:]
+@pytest.mark.skipif(os.environ.get(FULL_ENV) != "1", reason=f"{FULL_ENV}=1 (tox -e scaffold)")
+def test_generated_full_plugin_passes_its_unit_tests(projects) -> None:
+    """Its whole unit tier (this project's own, renamed) without its device tier."""
+    project = projects["cuda"]
+    args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e and not gpu")
+    _finish([("unit tier", project.start(project.python, *args))], timeout=1200)
 
 
 def test_generated_project_matches_transformers_on_its_cpu_backend(projects) -> None:
@@ -349,32 +319,3 @@ def test_generated_device_folder_matches_transformers_on_the_device(projects) ->
         "tests/devices/gpu/speed_tier/test_gpu_engine.py", "-k", tests,
     )  # fmt: skip
     _finish([("device-tier parity (default)", run)], timeout=900)
-
-
-FRESH_ENV = "SCAFFOLD_FRESH"  # 1: the first-light plugin's README commands on a clean machine
-FRESH_TIMEOUT_S = 1500
-
-
-@pytest.mark.skipif(
-    os.environ.get(FRESH_ENV) != "1",
-    reason=f"{FRESH_ENV}=1 (tox -e scaffold): builds a fresh environment, about 4 minutes",
-)
-def test_first_light_plugin_passes_its_readme_demo_on_a_clean_machine(tmp_path) -> None:
-    """As its user would: the generated plugin in a git repository of its own, a fresh
-    virtualenv holding only tox, caches of its own (the package index configuration of
-    the machine stays: that is how packages reach it), then the README's demo command."""
-    project = generate("acme", tmp_path / "vllm-acme", "npu")
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-    venv.EnvBuilder(with_pip=True).create(tmp_path / "venv")
-    keep = ("HOME", "LANG", "PIP_FIND_LINKS", "PIP_CERT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
-    env = {k: os.environ[k] for k in keep if k in os.environ}
-    env["PATH"] = f"{tmp_path / 'venv' / 'bin'}:/usr/bin:/bin"
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # pip's, the test device's, the model's
-    readme = (project / "README.md").read_text()
-    lines = readme.splitlines()
-    command = next(ln.split("#")[0].strip() for ln in lines if ln.endswith("-e demo") or
-                   (ln.startswith("python3 -m pip install tox") and "-e demo" in ln))  # fmt: skip
-    done = subprocess.run(["bash", "-c", command], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=FRESH_TIMEOUT_S)  # fmt: skip
-    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
-    assert "Output:" in done.stdout and "AcmeNpuPlatform" in done.stdout + done.stderr
