@@ -39,6 +39,7 @@ from test_device_child import device_env_of
 from vllm_platform_template.devices.gpu.availability import FIRST_LIGHT, HOOKS
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template_tools.cli.new import generate, port_identity
+from vllm_platform_template_tools.cli.step_operators import FALLBACK, OWN
 
 pytestmark = pytest.mark.e2e
 
@@ -162,6 +163,28 @@ def test_first_light_plugins_doctor_finds_the_whole_contract_on_the_test_device(
     platform = f"vllm_acme.devices.{PORT_DEVICE}.platform.AcmeMyDevPlatform"
     assert report["selection"]["platform"] == platform
     assert report["torch_contract"] and not any(report["torch_contract"].values()), report
+    # one decode step on the test device: its extension's kernels where it has them, the
+    # projections' and the embedding's operators through its CPU fallback (the guide's table)
+    steps = report["step_operators"]
+    assert steps["dispatch_key"] == "PrivateUse1", steps
+    served = {name: entry["served_by"] for name, entry in steps["operators"].items()}
+    for kernel in ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding"):
+        assert served[f"{PORT_DEVICE}::{kernel}"] == OWN, served
+    assert served[f"{PORT_DEVICE}::paged_attention"] == OWN, served
+    fallback = {name for name, by in served.items() if by == FALLBACK}
+    assert fallback == {"aten::mm.out", "aten::index_select", "aten::argmax.out"}, served
+    assert steps["operators"]["aten::mm.out"]["calls"] == 5  # qkv, o, gate_up, down, lm head
+    assert "one decode step's operators on my_dev" in _human_doctor(project)
+
+
+def _human_doctor(project: Project) -> str:
+    proc = project.start(
+        project.python, "-m", "vllm_acme_tools.cli.main", "doctor",
+        env={"VLLM_ACME_DEVICE": PORT_DEVICE, **project.device_env},
+    )  # fmt: skip
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output[-3000:]
+    return output
 
 
 def test_vllm_shows_the_port_what_first_light_still_misses(projects) -> None:

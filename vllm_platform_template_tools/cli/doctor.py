@@ -9,7 +9,9 @@ mode and under each compile stage; for a device folder whose identity table
 leaves speed APIs out, what runs in first light instead (its
 ``availability.first_light_parts``); and for a device folder, each row of the
 torch extension's contract probed on the device (its ``torch_contract.probe``),
-naming what the extension is missing.
+naming what the extension is missing; and one decode step's operators on the device,
+each with what serves it - the extension's kernel, a torch composite, or the
+extension's fallback (``step_operators.survey``).
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ def collect(device: str | None) -> dict[str, Any]:
     # the CPU reference backend has none)
     contract = folder_module(diagnosed, "torch_contract", required=False)
     report["torch_contract"] = contract.probe() if contract is not None else {}
+    from vllm_platform_template_tools.cli.step_operators import survey
+
+    report["step_operators"] = survey(diagnosed_device.torch_device_type)
     return report
 
 
@@ -184,6 +189,12 @@ def print_human(report: dict[str, Any]) -> None:
         print(f"== the torch extension's contract on {report['diagnosed_device']}")
         for row, problem in report["torch_contract"].items():
             print(f"  [{'no ' if problem else 'yes'}] {row}{': ' + problem if problem else ''}")
+    steps = report["step_operators"]
+    print(f"== one decode step's operators on {report['diagnosed_device']}, and what serves each")
+    if "skipped" in steps:
+        print(f"  not run: {steps['skipped']}")
+    for name, entry in steps.get("operators", {}).items():
+        print(f"  {entry['calls']:3d}  {name:<40} {entry['served_by']}")
     print(f"== vLLM IR ops (priorities for device {report['diagnosed_device']})")
     for op, entry in report["ir_ops"].items():
         print(f"  {op}")
