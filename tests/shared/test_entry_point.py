@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from platform_resolution import resolve_platform_in_subprocess, second_plugin
+from platform_resolution import STOCK_PLATFORM, resolve_platform_in_subprocess, second_plugin
 
 from vllm_platform_template.devices.gpu.identity import IDENTITY
 from vllm_platform_template.platform_hooks import entry_point
@@ -83,7 +83,7 @@ def test_error_factory_raises_the_problem(monkeypatch: pytest.MonkeyPatch) -> No
 def test_vllm_resolves_stock_platform_when_unset() -> None:
     result = resolve_platform_in_subprocess({})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "vllm.platforms.cpu.CpuPlatform"
+    assert result.stdout.strip() == STOCK_PLATFORM
 
 
 def test_user_sees_bad_device_error_through_vllm() -> None:

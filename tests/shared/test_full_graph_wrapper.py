@@ -17,6 +17,7 @@ import types
 
 import pytest
 import torch
+from platform_resolution import needs_stock_cpu_platform
 from vllm.compilation.cuda_graph import CUDAGraphOptions
 from vllm.config import CUDAGraphMode, VllmConfig
 from vllm.forward_context import BatchDescriptor, set_forward_context
@@ -54,6 +55,7 @@ def _step(wrapper: TemplateFullGraphWrapper, config: VllmConfig, x: torch.Tensor
         return wrapper(x)
 
 
+@needs_stock_cpu_platform
 def test_full_captures_and_replays_count_as_full_graphs() -> None:
     config = VllmConfig()
     backend = RecomputingBackend()
