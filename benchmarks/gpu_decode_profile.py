@@ -12,8 +12,8 @@ per decode step is its long figure less its short one over ``LONG - SHORT``. Pri
 batch: the kernel time and launches per step of each engine, then per kernel family
 (``_bench_worker.KERNEL_FAMILIES``) side by side, each candidate over stock, medians and
 ranges over the rounds; then each engine's heaviest kernels per step. Speed verdicts are
-``gpu_e2e.py``'s: this tells where to look. Its arithmetic: ``tests/project/test_decode_profile.py``.
-Needs stock's compiled files (``tools/gpu_tier.sh`` installs them).
+``gpu_e2e.py``'s: this tells where to look. Needs stock's compiled files
+(``tools/gpu_tier.sh`` installs them). Its arithmetic: ``tests/project/test_decode_profile.py``.
 """
 
 from __future__ import annotations
