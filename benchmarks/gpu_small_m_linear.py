@@ -41,7 +41,7 @@ SHAPES = (
 )
 CONFIGS = [
     {"block_n": bn, "block_k": bk, "split": s, "warps": w}
-    for bn, bk, s, w in itertools.product((32, 64, 128), (128, 256), (1, 2, 4), (4,))
+    for bn, bk, s, w in itertools.product((32, 64, 128), (256,), (1, 2, 4), (4,))
 ]
 
 
@@ -163,7 +163,7 @@ def measure(weights: list[torch.Tensor], m: int, rounds: int, replays: int) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ms", default="1,4,16,32")
+    parser.add_argument("--ms", default="1,8,32")
     parser.add_argument("--shapes", default="o,qkv,down")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--replays", type=int, default=20)
