@@ -3,11 +3,12 @@
     python benchmarks/gpu_small_m_linear.py --json out.json
 
 ``gpu_decode_profile.py`` found 90 % of the 8B decode step in cuBLAS GEMMs both engines
-share, one of them (the 4096 x 4096 output projection at M = 1: 64 tiles of 64 columns on
-132 multiprocessors) reading its weight at about half the rate of the others. This asks,
-per Llama 3 8B projection and M, whether a plain Triton split-K kernel (M rows x a tile of
-output columns x a share of K per program, fp32 partial sums, then one reduce-and-cast
-kernel) reads the weight faster than cuBLAS; nothing here is wired into the plugin.
+share, some of its kernels reading their weights well below the copy rate. This asks,
+per Llama 3 8B projection and M, how fast cuBLAS reads each weight, and whether a plain
+Triton split-K kernel (M rows x a tile of output columns x a share of K per program,
+fp32 partial sums, then one reduce-and-cast kernel) reads it faster; nothing here is
+wired into the plugin (the H100's answer: ``docs/performance.md``, "Where the decode step
+goes").
 
 Timing: each variant runs ``COPIES`` times in one CUDA graph, each call on its own copy
 of the weight (together several times the L2, as in a step where 32 layers' weights pass
