@@ -14,7 +14,8 @@ through ``LLM.collective_rpc``, after the measured rounds:
   ``execute_model``, and one when it ends, the end of ``sample_tokens`` where the
   worker splits sampling off; their elapsed time is the step's span on the GPU's
   clock, kernels and the gaps between them), and optionally a torch-profiler
-  trace of the same span (``profile``: GPU kernel time, launches, top kernels).
+  trace of the same span (``profile``: GPU kernel time, launches, top kernels,
+  with ``every_kernel`` each kernel's time and count by name).
   The two are separate passes: the profiler's own host work would widen the spans.
 """
 
@@ -92,8 +93,9 @@ KERNEL_FAMILIES = (
     ("KV write", re.compile(r"reshape_and_cache|kv_cache|cache_update", re.I)),
     ("attention", re.compile(r"flash|attn|attention|paged", re.I)),
     ("GEMM", re.compile(r"gemm|cutlass|nvjet|sm90_xmma|cublas|matmul|_mm_|dot", re.I)),
-    ("norm", re.compile(r"norm", re.I)),
-    ("rotary", re.compile(r"rotary|rope", re.I)),
+    # Inductor names a fused kernel after its ops: an RMS norm is a mean, a pow and an rsqrt
+    ("norm", re.compile(r"norm|rsqrt", re.I)),
+    ("rotary", re.compile(r"rotary|rope|cos_sin", re.I)),
     ("activation", re.compile(r"silu|gelu|act_and_mul", re.I)),
     ("copy, fill, elementwise", re.compile(r"copy|fill|elementwise|memcpy|memset|cat", re.I)),
 )
@@ -103,16 +105,22 @@ def kernel_family(name: str) -> str:
     return next((family for family, pattern in KERNEL_FAMILIES if pattern.search(name)), "other")
 
 
-def top_kernels(prof: Any, limit: int = 10) -> dict[str, Any]:
+def top_kernels(prof: Any, limit: int = 10, every: bool = False) -> dict[str, Any]:
     """GPU kernel time, launch count, the heaviest kernels and the time per kernel family
-    of a finished torch profile."""
+    of a finished torch profile; with ``every``, also each kernel's time and count by its
+    full name (``kernels``)."""
     kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
     heavy = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:limit]
     categories: dict[str, float] = {}
     for e in kernels:
         family = kernel_family(e.key)
         categories[family] = categories.get(family, 0.0) + e.self_device_time_total / 1000
-    return {
+    out: dict[str, Any] = {}
+    if every:
+        out["kernels"] = {
+            e.key: {"ms": e.self_device_time_total / 1000, "count": e.count} for e in kernels
+        }
+    return out | {
         "gpu_ms": sum(e.self_device_time_total for e in kernels) / 1000,
         "launches": sum(e.count for e in kernels),
         "categories": dict(sorted(categories.items(), key=lambda kv: -kv[1])),
@@ -133,7 +141,9 @@ class BenchWorkerExtension:
     def bench_describe(self) -> dict[str, Any]:
         return describe(self.vllm_config, self.model_runner)
 
-    def bench_record_start(self, profile: bool = False, events: bool = False) -> None:
+    def bench_record_start(
+        self, profile: bool = False, events: bool = False, every_kernel: bool = False
+    ) -> None:
         import torch
 
         steps: list[dict[str, Any]] = []
@@ -172,7 +182,7 @@ class BenchWorkerExtension:
         if sample is not None:
             self.sample_tokens = sample_tokens
         self._bench_steps, self._bench_spans = steps, spans
-        self._bench_profile = None
+        self._bench_profile, self._bench_every_kernel = None, every_kernel
         if profile:
             from torch.profiler import ProfilerActivity
             from torch.profiler import profile as torch_profile
@@ -197,5 +207,5 @@ class BenchWorkerExtension:
         out: dict[str, Any] = {"steps": steps}
         if self._bench_profile is not None:
             self._bench_profile.__exit__(None, None, None)
-            out |= top_kernels(self._bench_profile)
+            out |= top_kernels(self._bench_profile, every=self._bench_every_kernel)
         return out

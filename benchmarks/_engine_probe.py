@@ -31,6 +31,10 @@ answers each with one JSON line:
   profiler), then,
   in a second pass under the torch profiler, the kernel time of a long and a short
   generation, whose difference over ``L - S`` is the kernel time per step;
+- ``{"op": "decode_profile", "batch": B, "prompt": P, "short": S, "long": L}``: after one
+  unmeasured long generation, a long and a short generation each under the torch
+  profiler; each kernel's time and launches per decode step (its long figure less its
+  short one over ``L - S``, by the kernel's full name), and the totals per step;
 - ``{"op": "quit"}``.
 
 Keeping engines alive lets the benchmark interleave variants request by
@@ -216,6 +220,8 @@ def main() -> None:
             answer(_gpu_step(llm, command, vocab, timed))
         elif op == "prefill_profile":
             answer(_prefill_profile(llm, command, vocab, timed))
+        elif op == "decode_profile":
+            answer(_decode_profile(llm, command, vocab, timed))
         else:
             answer({"error": f"unknown op {op!r}"})
 
@@ -264,6 +270,33 @@ def _prefill_profile(llm: Any, command: dict[str, Any], vocab: int, timed: Any) 
     profile = llm.collective_rpc("bench_record_stop")[0]
     keys = ("gpu_ms", "launches", "top_kernels", "categories")
     return {"wall_ms": 1000 * wall_s, **{k: profile[k] for k in keys if k in profile}}
+
+
+def _decode_profile(llm: Any, command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
+    """Each kernel's device time and launches per decode step (see the module docstring)."""
+    batch, short, long = command["batch"], command["short"], command["long"]
+    prompts = _prompt_ids(batch, command["prompt"], vocab, 6)
+    timed(prompts, long)  # warm this shape
+    runs = {}
+    for name, tokens in (("long", long), ("short", short)):
+        llm.collective_rpc("bench_record_start", kwargs={"profile": True, "every_kernel": True})
+        timed(prompts, tokens)
+        runs[name] = llm.collective_rpc("bench_record_stop")[0]["kernels"]
+    steps = long - short
+    per_step = {}
+    for kernel in set(runs["long"]) | set(runs["short"]):
+        a = runs["long"].get(kernel, {"ms": 0.0, "count": 0})
+        b = runs["short"].get(kernel, {"ms": 0.0, "count": 0})
+        per_step[kernel] = {
+            "ms": (a["ms"] - b["ms"]) / steps,
+            "launches": (a["count"] - b["count"]) / steps,
+        }
+    return {
+        "batch": batch,
+        "kernel_ms_per_step": sum(k["ms"] for k in per_step.values()),
+        "launches_per_step": sum(k["launches"] for k in per_step.values()),
+        "kernels": per_step,
+    }
 
 
 def _gpu_step(llm: Any, command: dict[str, Any], vocab: int, timed: Any) -> dict[str, Any]:
