@@ -6,7 +6,8 @@ it is. What a vLLM engine needs of a device is covered piece by piece: tensors
 in the device's own memory counted by its allocator, which the host cannot read
 but through the device, views that write through, outputs a kernel resizes,
 copies both ways, the operator fallback and its counts, pinned host memory,
-generators, streams and events, two devices, the out-of-memory error,
+generators, streams that run their work on threads of their own and events, two
+devices, the out-of-memory error,
 ``torch.accelerator`` and ``torch.npu``, the ``npuccl`` collectives between two
 processes, and ``torch.accelerator.Graph``: capture
 records without running, replays into the same memory, keeps its pool, and
@@ -267,6 +268,59 @@ def test_an_unbuilt_device_says_how_to_build_it(tmp_path) -> None:
     )
     assert proc.returncode != 0
     assert "run `python -m npu_test_device build`" in proc.stderr
+
+
+# Work on a side stream while the host goes on: npu_test.sleep keeps the stream busy, as
+# torch.cuda._sleep keeps an accelerator busy.
+STREAMS = """
+import json, torch
+x = torch.zeros(4, device="npu")
+side, out = torch.Stream(device="npu"), {}
+with side:
+    torch.ops.npu_test.sleep(x, 300)
+    x.add_(1)
+out["busy"] = [side.query(), x.cpu().tolist()]  # the default stream does not wait
+side.synchronize()
+out["synchronized"] = [side.query(), x.cpu().tolist()]
+event = torch.Event(device="npu")
+with side:
+    torch.ops.npu_test.sleep(x, 200)
+    x.add_(1)
+    event.record(side)
+out["event_pending"] = event.query()
+torch.accelerator.current_stream().wait_event(event)
+out["waited"] = [event.query(), x.cpu().tolist()]
+with side:
+    torch.ops.npu_test.sleep(x, 100)
+    x.add_(1)
+    out["item"] = x.sum().item()  # a value read to the host waits for its stream
+    pinned = torch.zeros(4).pin_memory()
+    pinned.copy_(x * 2, non_blocking=True)
+    copied = torch.Event(device="npu")
+    copied.record(side)
+copied.synchronize()
+out["pinned"] = pinned.tolist()
+with side:
+    torch.ops.npu_test.sleep(x, 100)
+    # sized at launch, out of range when it runs (a device-side assert on hardware)
+    torch.index_select(x, 0, torch.tensor([10], device="npu"))
+try:
+    side.synchronize()
+    out["error"] = None
+except Exception as error:  # raised at the synchronization, as the CPU kernel raised it
+    out["error"] = f"{type(error).__name__}: {error}"
+print(json.dumps(out))
+"""
+
+
+def test_work_on_a_stream_runs_on_its_own_thread_and_waits_where_hardware_waits() -> None:
+    result = _run(STREAMS)
+    assert result["busy"] == [False, [0.0] * 4]
+    assert result["synchronized"] == [True, [1.0] * 4]
+    assert result["event_pending"] is False
+    assert result["waited"] == [True, [2.0] * 4]
+    assert result["item"] == 12.0 and result["pinned"] == [6.0] * 4
+    assert result["error"] == "IndexError: index out of range in self"
 
 
 # A host read of device memory through a pointer, as host code that mistakes a device

@@ -23,6 +23,10 @@ Pieces, each with the torch hook it serves:
   (``at::HostAllocator``), the device guard with streams and events
   (``DeviceGuardImplInterface``), generators and the
   ``PrivateUse1HooksInterface``;
+- ``csrc/streams.cpp``: streams whose work runs on a thread of their own while the
+  host goes on (the default stream's at launch), waits where a GPU waits
+  (``.item()``, pageable copies, data-dependent sizes), errors raised at the next
+  synchronization;
 - ``csrc/ops.cpp``: the operators a device owns (empty, views, resize, copies)
   and the fallback that runs every other operator on host views of the same
   storage, counting each dispatch (:func:`dispatch_counts`; ``cpu_fallback:<name>``
@@ -82,7 +86,7 @@ COUNT_ENV = "NPU_TEST_DEVICE_COUNT"
 MEMORY_ENV = "NPU_TEST_DEVICE_MEMORY"
 """Each device's memory in bytes (4 GiB by default)."""
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = ("runtime.cpp", "ops.cpp", "graphs.cpp", "kernels.cpp")
+SOURCES = ("runtime.cpp", "streams.cpp", "ops.cpp", "graphs.cpp", "kernels.cpp")
 LIBRARY = "npu_test_device"
 
 

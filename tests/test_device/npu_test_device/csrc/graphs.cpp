@@ -167,6 +167,18 @@ class Graph final : public at::GraphImplInterface {
     count_call("runtime::Graph::replay");
     for (const auto& node : capture_.nodes) {
       count_call("replay:" + node.name);
+    }
+    const auto device = capture_.device;
+    if (queued(device)) {  // on the current stream, after the work queued there
+      auto nodes = std::make_shared<std::vector<Node>>(capture_.nodes);  // a reset may follow
+      enqueue(device, current_stream_id(device), [nodes] {
+        for (const auto& node : *nodes) {
+          node.work();
+        }
+      });
+      return;
+    }
+    for (const auto& node : capture_.nodes) {
       node.work();
     }
   }

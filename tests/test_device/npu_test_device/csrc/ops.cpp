@@ -17,7 +17,9 @@
 //
 // npu_test::host_view(t) gives the same host view to Python (the collectives use it).
 //
-// While a graph captures (graphs.cpp), an operator or copy launched on the capturing stream
+// On a stream other than the default one (streams.cpp), an operator or copy is launched the
+// same way, its work queued on the stream's thread instead of recorded. While a graph
+// captures (graphs.cpp), an operator or copy launched on the capturing stream
 // is recorded, not run: its results are allocated now (from the graph's pool), sized by the
 // operator's meta kernel as a GPU runtime sizes them on the host, and each replay runs the
 // operator again into the same memory. Operators that only make views run at once (no work
@@ -345,9 +347,13 @@ std::string name_of(const c10::OperatorName& name) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
-// Record `op` into the graph being captured: its results allocated now (the graph's pool),
-// its work run at each replay into the same memory.
-void record_call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::Device device) {
+// Launch `op` without running it: its results allocated now (during a capture, from the
+// graph's pool), its work recorded into the graph being captured (run at each replay into
+// the same memory) or queued on the current stream (streams.cpp). False where the results
+// cannot be sized without running it (a queued launch then waits and runs it; a capture
+// refuses it).
+bool defer_call(
+    const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::Device device, bool capture) {
   const auto& schema = op.schema();
   const auto first = stack->size() - schema.arguments().size();
   const auto alias_of = [](const c10::Argument& argument) { return argument.alias_info(); };
@@ -361,7 +367,7 @@ void record_call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
   }
   if (views && !writes) {  // a view: new sizes and strides over the same bytes, no work
     HostCall(op, stack).run();
-    return;
+    return true;
   }
   std::vector<c10::IValue> arguments(stack->begin() + first, stack->end());
   std::vector<c10::IValue> results(schema.returns().size());
@@ -377,6 +383,9 @@ void record_call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
     try {
       op.callBoxed(&sized);
     } catch (const std::exception& error) {  // no meta kernel, or a data-dependent size
+      if (!capture) {
+        return false;
+      }
       const std::string why = error.what();
       refuse_during_capture(
           "launching " + name_of(schema.operator_name()) +
@@ -412,23 +421,38 @@ void record_call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
   for (size_t i = 0; i < results.size(); ++i) {
     into.push_back(alias_of(schema.returns()[i]) == nullptr ? results[i] : c10::IValue());
   }
-  record(name_of(schema.operator_name()), [op, arguments, into]() {
+  auto work = [op, arguments, into]() {
     torch::jit::Stack replayed(arguments.begin(), arguments.end());
     HostCall(op, &replayed, &into).run();
-  });
+  };
+  if (capture) {
+    record(name_of(schema.operator_name()), std::move(work));
+  } else {
+    enqueue(device.index(), current_stream_id(device.index()), std::move(work));
+  }
   torch::jit::drop(*stack, schema.arguments().size());
   for (auto& result : results) {
     stack->push_back(std::move(result));
   }
+  return true;
 }
 
 void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto key = key_of(op.schema().operator_name());
   count_call(key);
   count_call("cpu_fallback:" + key);
-  if (const auto device = device_of_call(op, *stack); device && recording(device->index())) {
-    record_call(op, stack, *device);
-    return;
+  if (const auto device = device_of_call(op, *stack)) {
+    const auto index = device->index();
+    if (recording(index)) {
+      defer_call(op, stack, *device, /*capture=*/true);
+      return;
+    }
+    if (queued(index)) {
+      if (defer_call(op, stack, *device, /*capture=*/false)) {
+        return;
+      }
+      synchronize_stream(index, current_stream_id(index));  // data-dependent: wait, then run
+    }
   }
   HostCall(op, stack).run();
 }
@@ -448,6 +472,29 @@ bool recorded_copy(const at::Tensor& self, const at::Tensor& dst) {
     }
   }
   record("aten::_copy_from", [self, dst]() { to_host(dst).copy_(to_host(self)); });
+  return true;
+}
+
+// A copy on a stream whose work is queued: device to device, or to or from pinned host
+// memory without blocking, is queued too; any other waits for the stream's work and runs
+// now, as a GPU's copy to or from pageable memory (or a blocking one) does.
+bool queued_copy(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const auto index = (self.is_privateuseone() ? self : dst).device().index();
+  if (!queued(index)) {
+    return false;
+  }
+  const auto stream = current_stream_id(index);
+  bool queues = true;
+  for (const auto* host : {&self, &dst}) {
+    if (!host->is_privateuseone() && !(non_blocking && is_pinned_host(host->data_ptr()))) {
+      queues = false;
+    }
+  }
+  if (!queues) {
+    synchronize_stream(index, stream);
+    return false;
+  }
+  enqueue(index, stream, [self, dst]() { to_host(dst).copy_(to_host(self)); });
   return true;
 }
 
@@ -528,9 +575,9 @@ at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
       self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   count("aten::_copy_from");
-  if (recorded_copy(self, dst)) {
+  if (recorded_copy(self, dst) || queued_copy(self, dst, non_blocking)) {
     return dst;
   }
   to_host(dst).copy_(to_host(self));
@@ -540,7 +587,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   count("aten::_copy_from_and_resize");
   dst.resize_(self.sizes());
-  if (recorded_copy(self, dst)) {
+  if (recorded_copy(self, dst) || queued_copy(self, dst, /*non_blocking=*/false)) {
     return dst;
   }
   to_host(dst).copy_(to_host(self));
@@ -557,9 +604,11 @@ void manual_seed(int64_t device, int64_t seed) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   count("aten::_local_scalar_dense");
-  if (recording(self.device().index())) {
+  const auto index = self.device().index();
+  if (recording(index)) {
     refuse_during_capture("reading a value to the host (.item(), a host sync)");
   }
+  synchronize_stream(index, current_stream_id(index));  // the value waits for its stream
   return at::_local_scalar_dense(to_host(self));
 }
 

@@ -7,8 +7,9 @@
 // mapping of its own without access (mmap PROT_NONE), opened (mprotect) only while a
 // HostAccess to it lives - the device's operators, kernels and copies (ops.cpp, kernels.cpp)
 // - so a stray host read or write of device memory stops the process with a message naming
-// the block (SIGSEGV handler below), where plain host memory would have answered. Streams and
-// events are synchronous: work is done when queued.
+// the block (SIGSEGV handler below), where plain host memory would have answered. Work on a
+// stream other than the default one runs on that stream's thread (streams.cpp); events
+// complete when their stream reaches them.
 //
 // Each piece names the torch hook it serves:
 //   DeviceMemory      c10::DeviceAllocator, REGISTER_ALLOCATOR(PrivateUse1): tensors' storage,
@@ -34,8 +35,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -411,7 +415,7 @@ struct PinnedMemory final : at::HostAllocator {
   }
 
   bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override {
-    return true;  // synchronous streams: nothing is in flight
+    return true;  // queued work holds its tensors: a block is freed after its last use
   }
 
   void empty_cache() override {}
@@ -441,9 +445,36 @@ REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &pinned_memory);
 
 // --- device guard: devices, streams, events ----------------------------------------------
 
-struct Event {
-  std::chrono::steady_clock::time_point recorded;
+// An event: recorded on a stream, complete when the stream's thread reaches it (at once on
+// the default stream). Shared with the marker queued on the stream, which may outlive it.
+struct EventState {
+  std::mutex mutex;
+  std::condition_variable completed_cv;
+  uint64_t recorded = 0;   // records so far
+  uint64_t completed = 0;  // the last record the stream reached
+  std::chrono::steady_clock::time_point when;
+
+  void complete(uint64_t record) {
+    std::lock_guard<std::mutex> lock(mutex);
+    when = std::chrono::steady_clock::now();
+    completed = std::max(completed, record);
+    completed_cv.notify_all();
+  }
+
+  void wait(uint64_t record) {
+    host_wait([&] {  // the GIL is never taken back while this event's lock is held
+      std::unique_lock<std::mutex> lock(mutex);
+      completed_cv.wait(lock, [&] { return completed >= record; });
+    });
+  }
+
+  uint64_t last_record() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return recorded;
+  }
 };
+
+using Event = std::shared_ptr<EventState>;
 
 // One current stream per thread and device, as torch expects of a device runtime.
 thread_local std::unordered_map<c10::DeviceIndex, c10::StreamId> current_streams;
@@ -508,34 +539,67 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
     return previous;
   }
 
-  void record(void** event, const c10::Stream& /*stream*/, const c10::DeviceIndex /*device*/,
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex /*device*/,
               const c10::EventFlag /*flag*/) const override {
     count_call("runtime::Guard::recordEvent");
     if (*event == nullptr) {
-      *event = new Event();
+      *event = new Event(std::make_shared<EventState>());
     }
-    static_cast<Event*>(*event)->recorded = std::chrono::steady_clock::now();
+    Event state = *static_cast<Event*>(*event);
+    uint64_t record;
+    {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      record = ++state->recorded;
+    }
+    if (stream.id() == 0) {
+      state->complete(record);  // the default stream's work ran at launch
+    } else {
+      enqueue(stream.device_index(), stream.id(), [state, record] { state->complete(record); });
+    }
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
     delete static_cast<Event*>(event);
   }
 
-  void block(void* /*event*/, const c10::Stream& /*stream*/) const override {}
-
-  bool queryEvent(void* /*event*/) const override {
-    return true;
+  // `stream` waits for the event: its later work runs after the event's record completes.
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) {
+      return;
+    }
+    Event state = *static_cast<Event*>(event);
+    const auto record = state->last_record();
+    if (stream.id() == 0) {
+      state->wait(record);  // the default stream runs on the host thread: the host waits
+    } else {
+      enqueue(stream.device_index(), stream.id(), [state, record] { state->wait(record); });
+    }
   }
 
-  void synchronizeEvent(void* /*event*/) const override {
+  bool queryEvent(void* event) const override {
+    if (event == nullptr) {
+      return true;
+    }
+    Event state = *static_cast<Event*>(event);
+    std::lock_guard<std::mutex> lock(state->mutex);
+    return state->completed >= state->recorded;
+  }
+
+  void synchronizeEvent(void* event) const override {
     count_call("runtime::Guard::synchronizeEvent");
     refuse_during_capture("waiting for an event on the host");
+    if (event != nullptr) {
+      Event state = *static_cast<Event*>(event);
+      state->wait(state->last_record());
+    }
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override {
     TORCH_CHECK(start != nullptr && end != nullptr, "both events must be recorded first");
+    synchronizeEvent(start);
+    synchronizeEvent(end);
     const auto elapsed =
-        static_cast<Event*>(end)->recorded - static_cast<Event*>(start)->recorded;
+        (*static_cast<Event*>(end))->when - (*static_cast<Event*>(start))->when;
     return std::chrono::duration<double, std::milli>(elapsed).count();
   }
 
@@ -547,17 +611,19 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
     return {};  // every dtype: the host's arithmetic runs them all
   }
 
-  bool queryStream(const c10::Stream& /*stream*/) const override {
-    return true;
+  bool queryStream(const c10::Stream& stream) const override {
+    return stream_idle(stream.device_index(), stream.id());
   }
 
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {
+  void synchronizeStream(const c10::Stream& stream) const override {
     refuse_during_capture("synchronizing a stream");
+    synchronize_stream(stream.device_index(), stream.id());
   }
 
-  void synchronizeDevice(const c10::DeviceIndex /*device*/) const override {
+  void synchronizeDevice(const c10::DeviceIndex device) const override {
     count_call("runtime::Guard::synchronizeDevice");
     refuse_during_capture("synchronizing the device");
+    synchronize_device(device < 0 ? current_device() : device);
   }
 };
 

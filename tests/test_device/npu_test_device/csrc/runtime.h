@@ -69,6 +69,19 @@ std::optional<at::DataPtr> allocate_during_capture(c10::DeviceIndex device, size
 // Throw (and invalidate the capture) where this thread is capturing: `what` is not allowed.
 void refuse_during_capture(const std::string& what);
 
+// --- streams (streams.cpp) ---
+// Whether work launched now from this thread on `device` goes to its current stream's queue
+// (a stream other than the default one, and no capture takes the work).
+bool queued(c10::DeviceIndex device);
+// Queue `work` on `stream` of `device`: its thread runs it after the work queued before.
+void enqueue(c10::DeviceIndex device, c10::StreamId stream, std::function<void()> work);
+// Wait for the work queued so far (the default stream's never waits: it ran at launch).
+void synchronize_stream(c10::DeviceIndex device, c10::StreamId stream);
+void synchronize_device(c10::DeviceIndex device);
+bool stream_idle(c10::DeviceIndex device, c10::StreamId stream);
+// Run `wait` (a blocking wait for a stream's work) with Python's GIL released.
+void host_wait(const std::function<void()>& wait);
+
 // Count one call under `name` (operators and runtime hooks alike; npu_test::dispatch_counts).
 void count_call(const std::string& name);
 
