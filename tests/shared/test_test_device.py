@@ -7,9 +7,8 @@ in the device's own memory counted by its allocator, which the host cannot read
 but through the device, views that write through, outputs a kernel resizes,
 copies both ways, the operator fallback and its counts, pinned host memory,
 generators, streams that run their work on threads of their own and events, two
-devices, the out-of-memory error,
-``torch.accelerator`` and ``torch.npu``, the ``npuccl`` collectives between two
-processes, and ``torch.accelerator.Graph``: capture
+devices, the out-of-memory error, ``torch.accelerator`` and ``torch.npu``, the
+``npuccl`` collectives between two processes, and ``torch.accelerator.Graph``: capture
 records without running, replays into the same memory, keeps its pool, and
 refuses what a device graph must refuse.
 """

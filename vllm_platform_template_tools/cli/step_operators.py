@@ -16,6 +16,7 @@ sees; no engine starts (about a second).
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,7 @@ COMPOSITE_KEYS = (
 )
 
 
+@functools.cache
 def served_by(operator: str, dispatch_key: str) -> tuple[str, str | None]:
     """What the dispatcher runs for ``operator`` (``ns::name.overload``) on ``dispatch_key``,
     and for a composite its alias key (the kernel that runs the other operators)."""
@@ -120,6 +122,10 @@ def _decode_step(torch: Any, table: Any, device: Any) -> Callable[[], None]:
     from vllm_platform_template.reference_kernels.paged_attention.reference import (
         split_kv_cache,
     )
+    from vllm_platform_template.reference_kernels.reference import (
+        rotary_embedding,
+        silu_and_mul,
+    )
 
     f = torch.nn.functional
     dtype = torch.float32
@@ -156,13 +162,8 @@ def _decode_step(torch: Any, table: Any, device: Any) -> Callable[[], None]:
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         if table.rotary_embedding_ is not None and table.rotary_ready():
             table.rotary_embedding_(positions, q, k, HEAD_SIZE, cos_sin_cache, True)
-        else:  # vLLM's native rotary embedding (neox style)
-            cos, sin = cos_sin_cache[positions].chunk(2, dim=-1)
-            for t in (q, k):
-                heads = t.view(1, -1, HEAD_SIZE)
-                first, second = heads.chunk(2, dim=-1)
-                rotated = torch.cat([first * cos - second * sin, second * cos + first * sin], -1)
-                heads.copy_(rotated)
+        else:  # vLLM's native rotary embedding
+            q, k = rotary_embedding(positions, q, k, HEAD_SIZE, cos_sin_cache, True)
         k3, v3 = k.view(1, KV_HEADS, HEAD_SIZE), v.view(1, KV_HEADS, HEAD_SIZE)
         attention.write_kv(k3, v3, key_cache, value_cache, slot_mapping)
         plan = planner.plan(
@@ -188,10 +189,7 @@ def _decode_step(torch: Any, table: Any, device: Any) -> Callable[[], None]:
         )
         h, residual = table.fused_add_rms_norm(f.linear(out.view(1, -1), o_proj), x, norm, EPSILON)
         gate_up = f.linear(h, gate_up_proj)
-        if table.silu_and_mul is not None:
-            activated = table.silu_and_mul(gate_up)
-        else:  # vLLM's native SiluAndMul
-            activated = f.silu(gate_up[..., :INTERMEDIATE]) * gate_up[..., INTERMEDIATE:]
+        activated = (table.silu_and_mul or silu_and_mul)(gate_up)  # else vLLM's native
         h, _ = table.fused_add_rms_norm(f.linear(activated, down_proj), residual, norm, EPSILON)
         f.linear(table.rms_norm(h, norm, EPSILON), lm_head).argmax(dim=-1).cpu()
 

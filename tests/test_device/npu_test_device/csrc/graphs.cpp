@@ -80,7 +80,8 @@ struct Capture {
   std::thread::id thread;
   at::GraphCaptureMode mode;
   std::shared_ptr<Pool> pool;
-  std::vector<Node> nodes;
+  // shared with replays queued on a stream, which a reset() must not cut short
+  std::shared_ptr<std::vector<Node>> nodes = std::make_shared<std::vector<Node>>();
   std::string invalidated_by;  // empty while the capture is valid
 };
 
@@ -127,7 +128,7 @@ class Graph final : public at::GraphImplInterface {
     TORCH_CHECK(!captured_, "this graph holds a capture already: reset() it first");
     std::lock_guard<std::mutex> lock(capture_mutex);
     TORCH_CHECK(active == nullptr, "another ", c10::get_privateuse1_backend(), " graph is being captured in this process");
-    capture_ = Capture{device, stream, std::this_thread::get_id(), mode, pool_for(pool), {}, {}};
+    capture_ = Capture{device, stream, std::this_thread::get_id(), mode, pool_for(pool)};
     active = &capture_;
     capturing = true;
     count_call("runtime::Graph::capture_begin");
@@ -165,22 +166,14 @@ class Graph final : public at::GraphImplInterface {
     }
     TORCH_CHECK(!recording(capture_.device), "a graph cannot be replayed while it captures");
     count_call("runtime::Graph::replay");
-    for (const auto& node : capture_.nodes) {
+    for (const auto& node : *capture_.nodes) {
       count_call("replay:" + node.name);
     }
-    const auto device = capture_.device;
-    if (queued(device)) {  // on the current stream, after the work queued there
-      auto nodes = std::make_shared<std::vector<Node>>(capture_.nodes);  // a reset may follow
-      enqueue(device, current_stream_id(device), [nodes] {
-        for (const auto& node : *nodes) {
-          node.work();
-        }
-      });
-      return;
-    }
-    for (const auto& node : capture_.nodes) {
-      node.work();
-    }
+    launch(capture_.device, "runtime::Graph::replay", [nodes = capture_.nodes] {
+      for (const auto& node : *nodes) {
+        node.work();
+      }
+    });
   }
 
   void reset() override {
@@ -205,7 +198,7 @@ class Graph final : public at::GraphImplInterface {
   void debug_dump(const std::string& path) override {
     TORCH_CHECK(debug_, "call enable_debug_mode() before capturing, then debug_dump()");
     std::ofstream out(path);
-    for (const auto& node : capture_.nodes) {
+    for (const auto& node : *capture_.nodes) {
       out << node.name << "\n";
     }
   }
@@ -241,7 +234,7 @@ bool recording(c10::DeviceIndex device) {
 void record(const std::string& name, std::function<void()> work) {
   std::lock_guard<std::mutex> lock(capture_mutex);
   TORCH_INTERNAL_ASSERT(active != nullptr, "record() outside a capture");
-  active->nodes.push_back({name, std::move(work)});
+  active->nodes->push_back({name, std::move(work)});
 }
 
 std::optional<at::DataPtr> allocate_during_capture(c10::DeviceIndex device, size_t nbytes) {

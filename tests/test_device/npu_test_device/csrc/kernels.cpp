@@ -40,19 +40,11 @@ namespace {
 // The library the kernels are registered in: the device's name (register_kernels).
 std::string kernel_namespace;
 
-// Run `work` now (the default stream), queue it on the current stream, or record it into
-// the graph this thread captures on `device`.
+// Count the kernel's call and launch its work on `on`'s device (runtime.h: launch).
 void launch(const char* kernel, const at::Tensor& on, std::function<void()> work) {
   const auto name = kernel_namespace + "::" + kernel;
-  const auto device = on.device().index();
   count_call(name);
-  if (recording(device)) {
-    record(name, std::move(work));
-  } else if (queued(device)) {
-    enqueue(device, current_stream_id(device), std::move(work));
-  } else {
-    work();
-  }
+  npu_test::launch(on.device().index(), name, std::move(work));
 }
 
 // --- norms and activation (vLLM IR native semantics) -------------------------------------

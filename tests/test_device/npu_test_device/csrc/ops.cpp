@@ -347,13 +347,13 @@ std::string name_of(const c10::OperatorName& name) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
-// Launch `op` without running it: its results allocated now (during a capture, from the
-// graph's pool), its work recorded into the graph being captured (run at each replay into
-// the same memory) or queued on the current stream (streams.cpp). False where the results
-// cannot be sized without running it (a queued launch then waits and runs it; a capture
-// refuses it).
-bool defer_call(
-    const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::Device device, bool capture) {
+// Launch `op` without running it, while this thread captures on `device` or its current
+// stream there is not the default one: its results allocated now (during a capture, from
+// the graph's pool), its work recorded into the graph (run at each replay into the same
+// memory) or queued on the stream (streams.cpp). False where the results cannot be sized
+// without running it (a queued launch then waits and runs it; a capture refuses it).
+bool defer_call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::Device device) {
+  const bool capture = recording(device.index());
   const auto& schema = op.schema();
   const auto first = stack->size() - schema.arguments().size();
   const auto alias_of = [](const c10::Argument& argument) { return argument.alias_info(); };
@@ -421,15 +421,10 @@ bool defer_call(
   for (size_t i = 0; i < results.size(); ++i) {
     into.push_back(alias_of(schema.returns()[i]) == nullptr ? results[i] : c10::IValue());
   }
-  auto work = [op, arguments, into]() {
+  launch(device.index(), name_of(schema.operator_name()), [op, arguments, into]() {
     torch::jit::Stack replayed(arguments.begin(), arguments.end());
     HostCall(op, &replayed, &into).run();
-  };
-  if (capture) {
-    record(name_of(schema.operator_name()), std::move(work));
-  } else {
-    enqueue(device.index(), current_stream_id(device.index()), std::move(work));
-  }
+  });
   torch::jit::drop(*stack, schema.arguments().size());
   for (auto& result : results) {
     stack->push_back(std::move(result));
@@ -443,12 +438,8 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   count_call("cpu_fallback:" + key);
   if (const auto device = device_of_call(op, *stack)) {
     const auto index = device->index();
-    if (recording(index)) {
-      defer_call(op, stack, *device, /*capture=*/true);
-      return;
-    }
-    if (queued(index)) {
-      if (defer_call(op, stack, *device, /*capture=*/false)) {
+    if (deferred(index)) {
+      if (defer_call(op, stack, *device)) {
         return;
       }
       synchronize_stream(index, current_stream_id(index));  // data-dependent: wait, then run
@@ -457,44 +448,33 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   HostCall(op, stack).run();
 }
 
-// A copy launched during capture: recorded where a GPU would record it (device memory and
-// pinned host memory), refused where it would synchronize (pageable host memory).
-bool recorded_copy(const at::Tensor& self, const at::Tensor& dst) {
-  const auto& on_device = self.is_privateuseone() ? self : dst;
-  if (!recording(on_device.device().index())) {
+// A copy launched while this thread captures or on a stream other than the default one:
+// recorded or queued where a GPU launches it (device memory; pinned host memory, in a
+// capture always, on a stream without blocking). Where a GPU would synchronize (pageable
+// host memory, or a blocking copy on a stream) a capture refuses it, and a stream's copy
+// waits for the stream's work and runs now (false).
+bool launched_copy(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const auto index = (self.is_privateuseone() ? self : dst).device().index();
+  if (!deferred(index)) {
     return false;
   }
+  const bool capture = recording(index);
   for (const auto* host : {&self, &dst}) {
-    if (!host->is_privateuseone() && !is_pinned_host(host->data_ptr())) {
+    if (host->is_privateuseone()) {
+      continue;
+    }
+    const bool pinned = is_pinned_host(host->data_ptr());
+    if (capture && !pinned) {
       refuse_during_capture(
           host == &dst ? "copying to pageable host memory (a host sync)"
                        : "copying from pageable host memory (a host sync)");
     }
-  }
-  record("aten::_copy_from", [self, dst]() { to_host(dst).copy_(to_host(self)); });
-  return true;
-}
-
-// A copy on a stream whose work is queued: device to device, or to or from pinned host
-// memory without blocking, is queued too; any other waits for the stream's work and runs
-// now, as a GPU's copy to or from pageable memory (or a blocking one) does.
-bool queued_copy(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  const auto index = (self.is_privateuseone() ? self : dst).device().index();
-  if (!queued(index)) {
-    return false;
-  }
-  const auto stream = current_stream_id(index);
-  bool queues = true;
-  for (const auto* host : {&self, &dst}) {
-    if (!host->is_privateuseone() && !(non_blocking && is_pinned_host(host->data_ptr()))) {
-      queues = false;
+    if (!capture && !(pinned && non_blocking)) {
+      synchronize_stream(index, current_stream_id(index));
+      return false;
     }
   }
-  if (!queues) {
-    synchronize_stream(index, stream);
-    return false;
-  }
-  enqueue(index, stream, [self, dst]() { to_host(dst).copy_(to_host(self)); });
+  launch(index, "aten::_copy_from", [self, dst]() { to_host(dst).copy_(to_host(self)); });
   return true;
 }
 
@@ -577,7 +557,7 @@ at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   count("aten::_copy_from");
-  if (recorded_copy(self, dst) || queued_copy(self, dst, non_blocking)) {
+  if (launched_copy(self, dst, non_blocking)) {
     return dst;
   }
   to_host(dst).copy_(to_host(self));
@@ -587,7 +567,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   count("aten::_copy_from_and_resize");
   dst.resize_(self.sizes());
-  if (recorded_copy(self, dst) || queued_copy(self, dst, /*non_blocking=*/false)) {
+  if (launched_copy(self, dst, /*non_blocking=*/false)) {
     return dst;
   }
   to_host(dst).copy_(to_host(self));

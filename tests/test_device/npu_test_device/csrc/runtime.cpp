@@ -197,17 +197,12 @@ struct DeviceMemory final : c10::DeviceAllocator {
     if (!mutex_.try_lock()) {
       return false;
     }
-    bool hit = false;
-    for (const auto& [base, block] : blocks_) {
-      const auto* begin = static_cast<const char*>(base);
-      if (address >= begin && address < begin + block.mapped) {
-        *found = block;
-        hit = true;
-        break;
-      }
+    const auto* block = holding(address, /*whole_pages=*/true);
+    if (block != nullptr) {
+      *found = *block;
     }
     mutex_.unlock();
-    return hit;
+    return block != nullptr;
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
@@ -261,16 +256,24 @@ struct DeviceMemory final : c10::DeviceAllocator {
 
   c10::DeviceIndex device_of(const void* ptr) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [base, block] : blocks_) {
-      const auto* begin = static_cast<const char*>(base);
-      if (ptr >= begin && ptr < begin + block.nbytes) {
-        return block.device;
-      }
-    }
-    TORCH_CHECK(false, "pointer ", ptr, " is not in the memory of any ", c10::get_privateuse1_backend(), " device");
+    const auto* block = holding(ptr, /*whole_pages=*/false);
+    TORCH_CHECK(block != nullptr, "pointer ", ptr, " is not in the memory of any ", c10::get_privateuse1_backend(), " device");
+    return block->device;
   }
 
  private:
+  // The block holding `address` (the caller holds mutex_): in its bytes, or with
+  // `whole_pages` anywhere in the pages mapped for it; nullptr where none does.
+  const Block* holding(const void* address, bool whole_pages) const {
+    for (const auto& [base, block] : blocks_) {
+      const auto* begin = static_cast<const char*>(base);
+      if (address >= begin && address < begin + (whole_pages ? block.mapped : block.nbytes)) {
+        return &block;
+      }
+    }
+    return nullptr;
+  }
+
   static constexpr size_t kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
   static size_t page_size() {
@@ -468,6 +471,11 @@ struct EventState {
     });
   }
 
+  uint64_t next_record() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return ++recorded;
+  }
+
   uint64_t last_record() {
     std::lock_guard<std::mutex> lock(mutex);
     return recorded;
@@ -546,11 +554,7 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
       *event = new Event(std::make_shared<EventState>());
     }
     Event state = *static_cast<Event*>(*event);
-    uint64_t record;
-    {
-      std::lock_guard<std::mutex> lock(state->mutex);
-      record = ++state->recorded;
-    }
+    const auto record = state->next_record();
     if (stream.id() == 0) {
       state->complete(record);  // the default stream's work ran at launch
     } else {

@@ -70,11 +70,15 @@ std::optional<at::DataPtr> allocate_during_capture(c10::DeviceIndex device, size
 void refuse_during_capture(const std::string& what);
 
 // --- streams (streams.cpp) ---
-// Whether work launched now from this thread on `device` goes to its current stream's queue
-// (a stream other than the default one, and no capture takes the work).
-bool queued(c10::DeviceIndex device);
+// Whether work launched now from this thread on `device` does not run at once: a capture
+// records it, or its current stream (not the default one) queues it.
+bool deferred(c10::DeviceIndex device);
 // Queue `work` on `stream` of `device`: its thread runs it after the work queued before.
 void enqueue(c10::DeviceIndex device, c10::StreamId stream, std::function<void()> work);
+// Launch `work` from this thread on `device` as a GPU launch goes: recorded (as `name`) into
+// the graph this thread captures there, queued on its current stream, or (the default
+// stream) run now.
+void launch(c10::DeviceIndex device, const std::string& name, std::function<void()> work);
 // Wait for the work queued so far (the default stream's never waits: it ran at launch).
 void synchronize_stream(c10::DeviceIndex device, c10::StreamId stream);
 void synchronize_device(c10::DeviceIndex device);

@@ -34,18 +34,16 @@ namespace npu_test {
 void host_wait(const std::function<void()>& wait) {
   // Released while the host waits: a stream's thread takes the GIL whenever a tensor that
   // Python also holds changes hands (torch keeps the two reference counts in step).
-  PyThreadState* released = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
-  try {
-    wait();
-  } catch (...) {
-    if (released != nullptr) {
-      PyEval_RestoreThread(released);
+  struct GilReleased {
+    PyThreadState* state =
+        Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+    ~GilReleased() {
+      if (state != nullptr) {
+        PyEval_RestoreThread(state);
+      }
     }
-    throw;
-  }
-  if (released != nullptr) {
-    PyEval_RestoreThread(released);
-  }
+  } released;
+  wait();
 }
 
 namespace {
@@ -136,10 +134,17 @@ StreamQueue& queue_of(c10::DeviceIndex device, c10::StreamId stream) {
   return *found;
 }
 
+// The queue of a stream that has had work, or nullptr: asking about a stream starts no thread.
+StreamQueue* existing_queue(c10::DeviceIndex device, c10::StreamId stream) {
+  std::lock_guard<std::mutex> lock(queues_mutex);
+  const auto found = queues->find({device, stream});
+  return found == queues->end() ? nullptr : found->second;
+}
+
 }  // namespace
 
-bool queued(c10::DeviceIndex device) {
-  return current_stream_id(device) != 0 && !recording(device);
+bool deferred(c10::DeviceIndex device) {
+  return current_stream_id(device) != 0 || recording(device);
 }
 
 void enqueue(c10::DeviceIndex device, c10::StreamId stream, std::function<void()> work) {
@@ -147,9 +152,19 @@ void enqueue(c10::DeviceIndex device, c10::StreamId stream, std::function<void()
   queue_of(device, stream).push(std::move(work));
 }
 
+void launch(c10::DeviceIndex device, const std::string& name, std::function<void()> work) {
+  if (recording(device)) {
+    record(name, std::move(work));
+  } else if (current_stream_id(device) != 0) {
+    enqueue(device, current_stream_id(device), std::move(work));
+  } else {
+    work();
+  }
+}
+
 void synchronize_stream(c10::DeviceIndex device, c10::StreamId stream) {
-  if (stream != 0) {
-    queue_of(device, stream).drain();
+  if (auto* queue = existing_queue(device, stream)) {
+    queue->drain();
   }
 }
 
@@ -169,7 +184,8 @@ void synchronize_device(c10::DeviceIndex device) {
 }
 
 bool stream_idle(c10::DeviceIndex device, c10::StreamId stream) {
-  return stream == 0 || queue_of(device, stream).idle();
+  auto* queue = existing_queue(device, stream);
+  return queue == nullptr || queue->idle();
 }
 
 namespace {
@@ -177,15 +193,9 @@ namespace {
 // npu_test::sleep(on, ms): work that takes `ms` on the current stream of `on`'s device, as
 // torch.cuda._sleep spins a GPU: a test sees the host go on while a stream is busy.
 void sleep_on_stream(const at::Tensor& on, int64_t milliseconds) {
-  const auto device = on.device().index();
-  auto work = [milliseconds] {
+  launch(on.device().index(), "npu_test::sleep", [milliseconds] {
     std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
-  };
-  if (queued(device)) {
-    enqueue(device, current_stream_id(device), std::move(work));
-  } else {
-    work();
-  }
+  });
 }
 
 }  // namespace
