@@ -249,11 +249,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if marker is None or not (report.when == "call" or report.outcome != "passed"):
         return
     cell = dict(report.user_properties).get("matrix", "")
-    feature_matrix.record(item.config, marker.args[0], item.nodeid, report.outcome, cell)
+    reason = ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+    feature_matrix.record(item.config, marker.args[0], item.nodeid, report.outcome, cell, reason)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The features this session has tests of, for the support matrix's check of its rows."""
+    session.config.stash[feature_matrix.COLLECTED] = {
+        marker.args[0] for item in session.items for marker in item.iter_markers("feature")
+    }
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     path = os.environ.get("SUPPORT_MATRIX_RESULTS")
     results = session.config.stash.get(feature_matrix.RESULTS, None)
     if path and results:
-        Path(path).write_text(json.dumps(feature_matrix.cells(results), indent=1))
+        record = feature_matrix.session_record(results)
+        Path(path).write_text(json.dumps(record, indent=1) + "\n")

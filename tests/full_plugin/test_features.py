@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from engine_exit import stock_exit_abort
-from feature_runner import EXIT_LINE, OUTPUT_THREAD
+from feature_runner import CHUNK_BUDGET, EXIT_LINE, OUTPUT_THREAD
 
 from vllm_platform_template.platform_hooks.entry_point import DEVICE_ENV
 
@@ -142,7 +142,10 @@ def test_prefix_caching(runs) -> None:
 @pytest.mark.feature("chunked prefill")
 def test_chunked_prefill(runs) -> None:
     ours, stock = _both(runs, "generate", "chunked_prefill")
-    assert ours == stock and len(ours) == 16
+    assert ours == stock and len(ours["tokens"]) == 16
+    # the prompt was prefilled in chunks: longer than the scheduler's budget for one step,
+    # with chunking on, as the platform's config left them (a platform may turn them off)
+    assert ours["enabled"] and ours["budget"] == CHUNK_BUDGET < ours["prompt_tokens"]
 
 
 @pytest.mark.feature("prompt logprobs")

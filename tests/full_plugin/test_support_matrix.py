@@ -1,36 +1,73 @@
-"""The committed docs/support-matrix.md says what this session's feature tests found.
+"""The committed docs/support-matrix.md says what the feature tests found, row by row.
 
-Runs after ``test_features.py`` and ``test_lora.py`` (pytest runs the files in name
-order): every feature those tests decided in this session must have the same CPU cell in
-the committed page (``tools/support_matrix.py`` regenerates it). Skipped when the session
-ran none of them.
+The page is rendered from ``docs/support-matrix.json`` alone (``tools/support_matrix.py``),
+the record of each device's run: every committed row must be what that record renders.
+The CPU column's record must be this session's: every feature ``test_features.py`` and
+``test_lora.py`` decided (pytest runs the files in name order, so they ran before this
+one) has the committed cell, and every committed CPU row was decided by this session.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import feature_matrix
 import pytest
 
-pytestmark = pytest.mark.e2e
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import support_matrix  # noqa: E402
+import support_matrix
+
+REGENERATE = (
+    "regenerate it: SUPPORT_MATRIX_RESULTS=cpu.json pytest -m e2e "
+    "tests/full_plugin/test_features.py tests/full_plugin/test_lora.py, "
+    "then python tools/support_matrix.py --cpu cpu.json"
+)
 
 
+def test_every_committed_row_is_what_its_run_recorded() -> None:
+    record = json.loads(support_matrix.RECORD.read_text())
+    assert support_matrix.MATRIX.read_text() == support_matrix.render(record), (
+        "docs/support-matrix.md is not what docs/support-matrix.json renders: " + REGENERATE
+    )
+    for device, column in record["columns"].items():
+        assert set(column["run"]) == {"date", "vllm", "torch"}, device
+        assert column["features"], f"the {device} column's run decided no feature"
+
+
+@pytest.mark.e2e
 def test_the_committed_cpu_column_is_what_the_feature_tests_found(request) -> None:
     results = request.config.stash.get(feature_matrix.RESULTS, None)
     if not results:
         pytest.skip("no feature test ran in this session (test_features.py, test_lora.py)")
     found = {f: c["cell"] for f, c in feature_matrix.cells(results).items()}
-    committed = support_matrix.cpu_column(support_matrix.MATRIX.read_text())
+    record = json.loads(support_matrix.RECORD.read_text())
+    committed = {f: c["cell"] for f, c in record["columns"]["cpu"]["features"].items()}
     stale = {f: (committed.get(f, "<absent>"), cell) for f, cell in found.items()
              if committed.get(f) != cell}  # fmt: skip
-    assert not stale, (
-        f"docs/support-matrix.md disagrees with this session (committed, found): {stale}; "
-        "regenerate it: SUPPORT_MATRIX_RESULTS=cpu.json pytest -m e2e "
-        "tests/full_plugin/test_features.py tests/full_plugin/test_lora.py, "
-        "then python tools/support_matrix.py --cpu cpu.json"
+    assert not stale, f"the committed CPU column disagrees with this session: {stale}; {REGENERATE}"
+    undecided = sorted(set(committed) - set(found))
+    assert not undecided, (
+        f"committed CPU rows no test of this session decided: {undecided} (their tests were "
+        f"not collected or no longer exist); {REGENERATE}"
     )
+
+
+def test_a_column_without_a_run_says_why_and_a_row_without_a_test_says_so(tmp_path) -> None:
+    run = {"date": "2026-12-07", "vllm": "0.32.0", "torch": "2.13.0"}
+    cpu, gpu = tmp_path / "cpu.json", tmp_path / "gpu.json"
+    lora = {"LoRA": {"cell": "passed", "tests": "test_lora"}}
+    cpu.write_text(json.dumps({"run": run, "features": lora}))
+    with pytest.raises(SystemExit, match="no results and no reason for test-device, gpu"):
+        support_matrix.updated({}, {"cpu": cpu}, {})
+    sleep = {"sleep mode": {"cell": "passed", "tests": "test_sleep"}}
+    gpu.write_text(json.dumps({"run": run, "features": sleep}))
+    reason = "no test starts the feature engines on it"
+    record = support_matrix.updated({}, {"cpu": cpu, "gpu": gpu}, {"test-device": reason})
+    page = support_matrix.render(record)
+    rows = {line.split(" | ")[0]: line for line in page.splitlines()}
+    assert rows["| LoRA"] == (
+        "| LoRA | passed | not run [1] | not run: this device's run has no test of it | test_lora |"
+    )
+    assert f"- [1] PrivateUse1 test device: {reason}" in page.splitlines()
