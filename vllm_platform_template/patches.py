@@ -4,7 +4,8 @@ Where vLLM leaves no hook, the plugin changes a vLLM or torch object, and every
 such change is registered, nowhere else: a :class:`Patch` entry says why it
 exists, the upstream reference and when to remove it. The registry
 (:func:`all_patches`) is this module's :data:`PATCHES`, the ones every device
-needs (process exit, compilation, graph capture), and each device folder's
+needs (process exit, compilation, graph capture, structured output's bitmask on a
+device Inductor has no backend for), and each device folder's
 ``devices/<name>/patches.py`` (its ``PATCHES``, with their code): a device's
 patches travel with its folder. Two kinds:
 
@@ -20,7 +21,7 @@ The code of the shutdown and signal patches is ``shutdown.py``'s (its functions
 are named after their entries); a patch waits for vLLM's import of what it
 changes through ``after_import.py``. This module imports nothing from the plugin
 but the device registry (each device folder's patches module, read by device
-type) and ``shutdown``, so the compiler and the graph wrapper
+type), ``shutdown`` and ``after_import``, so the compiler and the graph wrapper
 call it without importing the platform layer.
 """
 
@@ -29,11 +30,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from vllm_platform_template import shutdown
+from vllm_platform_template.after_import import after_import
 from vllm_platform_template.device_registry import DEVICE_PACKAGES, folder_module
 
 
@@ -71,6 +74,41 @@ def input_fake_mode_for_standalone_compile(
 def no_gc_during_capture() -> contextlib.AbstractContextManager[None]:
     """No garbage collection while one graph is captured (``gc.collect`` a no-op)."""
     return shutdown.no_garbage_collection()
+
+
+@functools.cache
+def _inductor_generates_code_for(device_type: str) -> bool:
+    from torch._inductor.codegen import common
+
+    common.init_backend_registration()
+    return common.get_scheduling_for_device(device_type) is not None
+
+
+def _grammar_bitmask_without_inductor() -> None:
+    """Structured output's token bitmask in plain torch on a device Inductor cannot compile for."""
+    after_import("xgrammar", _bitmask_in_torch_where_inductor_has_no_backend)
+
+
+def _bitmask_in_torch_where_inductor_has_no_backend(xgrammar: types.ModuleType) -> None:
+    original = xgrammar.apply_token_bitmask_inplace
+    if getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def apply_token_bitmask_inplace(logits: Any, bitmask: Any, **kwargs: Any) -> None:
+        device_type = logits.device.type
+        auto = kwargs.get("backend", "auto") == "auto"
+        if (
+            auto
+            and device_type not in ("cpu", "cuda")
+            and not _inductor_generates_code_for(device_type)
+        ):
+            kwargs["backend"] = "torch_native"
+        original(logits, bitmask, **kwargs)
+
+    apply_token_bitmask_inplace.__template_patched__ = True  # type: ignore[attr-defined]
+    # vLLM calls it through the package (``xgr.apply_token_bitmask_inplace``)
+    setattr(xgrammar, "apply_token_bitmask_inplace", apply_token_bitmask_inplace)  # noqa: B010
 
 
 PATCHES: tuple[Patch, ...] = (
@@ -254,6 +292,29 @@ PATCHES: tuple[Patch, ...] = (
         remove_when="torch's graph capture stops collecting garbage, or offers a flag for it",
         scope="call",
         caller="graph_wrapper/wrapper.py::TemplateGraphWrapper._capture (gc_disable)",
+    ),
+    Patch(
+        name="grammar_bitmask_without_inductor",
+        why=(
+            "Structured output masks each step's logits with xgrammar's "
+            "apply_token_bitmask_inplace, whose 'auto' backend is its CPU kernel on the CPU, "
+            "Triton on CUDA and torch.compile on every other device: on a device Inductor has "
+            "no backend for (a first-light device), the first structured request kills the "
+            "engine (InductorError: KeyError naming the device). Patched, such a device gets "
+            "xgrammar's own plain-torch backend ('torch_native'); a device with an Inductor "
+            "backend, the CPU and CUDA keep xgrammar's choice."
+        ),
+        upstream=(
+            "vLLM 0.32.0 vllm/v1/structured_output/utils.py::apply_grammar_bitmask calls "
+            "xgr.apply_token_bitmask_inplace without a backend; xgrammar 0.2 "
+            "matcher.py::apply_token_bitmask_inplace picks torch_compile for any device type "
+            "but cpu, cuda and npu"
+        ),
+        remove_when=(
+            "xgrammar's 'auto' falls back to plain torch where Inductor has no backend, or "
+            "vLLM asks the platform for the bitmask backend"
+        ),
+        apply=_grammar_bitmask_without_inductor,
     ),
 )
 

@@ -1,55 +1,50 @@
 """The device's platform: a plain vLLM ``Platform`` whose identity comes from ``identity.py``.
 
-vLLM hook: the class the entry point (``platform_hooks.entry_point.register``)
-names for ``VLLM_TEMPLATE_DEVICE=<IDENTITY.device_type>``. This is the shape a
-vendor copies for a new accelerator: it subclasses
-``vllm.platforms.interface.Platform`` directly (not vLLM's ``CudaPlatform``),
-reports ``PlatformEnum.OOT`` and answers every question the engine asks of a
-device itself, through ``torch.accelerator`` (current device, memory, dtypes:
-what torch asks every accelerator's extension to provide) and, for what that
-API lacks (the device's name and properties, seeding), torch's device module
-(``identity.torch_module()``). It
-needs no compiled vLLM file: vLLM may be installed as pure Python
+vLLM hook: the class the entry point (``platform_hooks.entry_point.register``) names for
+``VLLM_TEMPLATE_DEVICE=<IDENTITY.device_type>``. This is the shape a vendor copies for a new
+accelerator: it subclasses ``vllm.platforms.interface.Platform`` directly (not vLLM's
+``CudaPlatform``), reports ``PlatformEnum.OOT`` and answers every question the engine asks
+of a device itself, through ``torch.accelerator`` (current device, memory, dtypes: what
+torch asks every accelerator's extension to provide) and, for what that API lacks (the
+device's name and properties, seeding), torch's device module (``identity.torch_module()``).
+It needs no compiled vLLM file: vLLM may be installed as pure Python
 (``VLLM_TARGET_DEVICE=empty``), every kernel on the path is the plugin's or torch's.
 
 Which hook serves what (docs/porting-guide.md; tiers in ``availability.HOOKS``):
 
 - identity (first light): ``device_name``/``device_type`` (the torch device),
   ``dispatch_key`` (the key vLLM registers its ``torch.ops.vllm.*`` ops under),
-  ``dist_backend``, ``device_control_env_var``, ``ray_device_key``: all from the
-  identity table;
-- device queries the engine makes while sizing memory and binding ranks (first
-  light): ``get_device_name``/``uuid``/``capability``/``total_memory``,
-  ``set_device``, ``manual_seed_all`` (seeding), ``get_current_memory_usage``,
-  ``num_compute_units``, ``check_if_supports_dtype`` (the dtypes the device's
-  runtime declares), ``is_pin_memory_available``; where an older torch's
-  ``torch.accelerator`` lacks a memory call, the device module answers it;
-  a property the device module does not report (a compute-capability version,
-  UUID, multiprocessor count) is answered as vLLM's ``Platform`` does without
-  one; anything else vLLM asks (``synchronize``, ``mem_get_info``,
+  ``dist_backend``, ``device_control_env_var``, ``ray_device_key``: all from the identity
+  table;
+- device queries the engine makes while sizing memory and binding ranks (first light):
+  ``get_device_name``/``uuid``/``capability``/``total_memory``, ``set_device``,
+  ``manual_seed_all`` (seeding), ``get_current_memory_usage``, ``num_compute_units``,
+  ``check_if_supports_dtype`` (the dtypes the device's runtime declares),
+  ``is_pin_memory_available``; where an older torch's ``torch.accelerator`` lacks a memory
+  call, the device module answers it; a property the device module does not report (a
+  compute-capability version, UUID, multiprocessor count) is answered as vLLM's ``Platform``
+  does without one; anything else vLLM asks (``synchronize``, ``mem_get_info``,
   ``graph_pool_handle``, streams) is forwarded by ``Platform.__getattr__`` to
   ``torch.<device_type>``;
-- eager mode and the model runner (first light): with no kernel compiler in the
-  table, :meth:`apply_config_platform_defaults` runs the engine eagerly on
-  vLLM's V1 model runner, synchronously, and :meth:`register_triton_kernel_overrides`
-  gives that runner its one per-step compiled kernel in torch
-  (``reference_kernels/model_runner.py``);
-  with no graph API, no graphs;
-- kernels: ``import_kernels`` loads the folder's kernels instead of ``vllm._C``;
-  the IR providers, custom ops, compiler, pass manager, graph wrapper and
-  attention come from :class:`~.mixin.TemplatePlatformMixin`; the compiler's
-  graph stage and vLLM's small helper compiles (``simple_compile_backend``) use
-  Inductor, which generates code with the identity's ``kernel_compiler`` (speed);
-- runtime: ``worker_cls`` -> ``worker.py`` (device, memory pool, sleep mode,
-  model runner), ``get_device_communicator_cls`` -> vLLM's own
-  ``DeviceCommunicatorBase`` in first light, ``communicator.py`` (its graph
-  capture) with a graph API.
+- eager mode and the model runner (first light): with no kernel compiler in the table,
+  :meth:`apply_config_platform_defaults` runs the engine eagerly on vLLM's V1 model runner,
+  synchronously, without speculation (the runner's draft tokens need torch.cuda streams),
+  and :meth:`register_triton_kernel_overrides` gives that runner its one per-step compiled
+  kernel in torch (``reference_kernels/model_runner.py``); with no graph API, no graphs;
+- kernels: ``import_kernels`` loads the folder's kernels instead of ``vllm._C``; the IR
+  providers, custom ops, compiler, pass manager, graph wrapper and attention come from
+  :class:`~.mixin.TemplatePlatformMixin`; the compiler's graph stage and vLLM's small helper
+  compiles (``simple_compile_backend``) use Inductor, which generates code with the
+  identity's ``kernel_compiler`` (speed);
+- runtime: ``worker_cls`` -> ``worker.py`` (device, memory pool, sleep mode, model runner),
+  ``get_device_communicator_cls`` -> vLLM's own ``DeviceCommunicatorBase`` in first light,
+  ``communicator.py`` (its graph capture) with a graph API.
 
 Proven by ``tests/devices/gpu/test_gpu_platform.py`` (any machine: the shape, the
 identity and the first-light policy), ``tests/devices/gpu/test_gpu_first_light.py``
-(first light on the device: tokens equal to transformers', weights and KV cache
-in the device's memory; a plugin generated for the PrivateUse1 test device runs
-it in CI) and the device tier's engine tests.
+(first light on the device: tokens equal to transformers', weights and KV cache in the
+device's memory; a plugin generated for the PrivateUse1 test device runs it in CI) and
+the device tier's engine tests.
 """
 
 from __future__ import annotations
@@ -92,6 +87,8 @@ COMMUNICATOR = "vllm_platform_template.devices.gpu.communicator.TemplateGpuCommu
 DEFAULT_BLOCK_SIZE = 16
 # vLLM's choice of model runner (its documented switch)
 V2_MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+# vllm/v1/worker/gpu_model_runner.py creates draft_token_ids_copy_stream at start
+SPECULATION = "speculative decoding (vLLM's V1 runner copies draft tokens on torch.cuda streams)"
 
 
 class TemplateGpuPlatform(TemplatePlatformMixin, Platform):
@@ -310,6 +307,8 @@ def first_light_defaults(
         vllm_config.kernel_config.enable_jit_warmup = False
         # vLLM's V1 model runner overlaps its steps on torch.cuda streams only
         vllm_config.scheduler_config.async_scheduling = False
+        speculation = getattr(vllm_config, "speculative_config", None) is not None
+        _refuse_requested(speculation and identity.device_type != "cuda", SPECULATION, identity)
         if chosen is None:
             environ[V2_MODEL_RUNNER_ENV] = "0"  # every process of the engine starts from here
             for line in first_light_parts(identity):
