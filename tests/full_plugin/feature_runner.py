@@ -9,8 +9,8 @@
   a 300-token prompt is prefilled in chunks): structured output (JSON schema, regex,
   choice), prefix caching (the cached tokens of a prompt sent twice), chunked prefill
   (a long prompt's greedy tokens, and the scheduler's budget and chunking as the
-  platform's config left them), prompt logprobs, ``n=2`` seeded sampling, stop
-  strings;
+  platform's config left them), prompt logprobs, ``n=2`` seeded sampling (twice: the
+  seed's answer again), stop strings;
 - ``ngram``: speculative decoding with vLLM's n-gram proposer (3 tokens), greedy tokens
   and the acceptance counts vLLM reports;
 - ``pooling``: the same checkpoint as an embedding model (``runner="pooling"``): the
@@ -126,6 +126,9 @@ def generate_features(llm: Any) -> dict[str, Any]:
     sampled = llm.generate([PROMPT], SamplingParams(n=2, temperature=0.8, seed=1234, max_tokens=12),
                            use_tqdm=False)[0]  # fmt: skip
     out["n2_seeded"] = [list(c.token_ids) for c in sampled.outputs]
+    again = llm.generate([PROMPT], SamplingParams(n=2, temperature=0.8, seed=1234, max_tokens=12),
+                         use_tqdm=False)[0]  # fmt: skip
+    out["n2_seeded_again"] = [list(c.token_ids) for c in again.outputs]
     stop = greedy(max_tokens=40, stop=[","])
     stopped = llm.generate([PROMPT], stop, use_tqdm=False)[0].outputs[0]
     out["stop_strings"] = {"text": stopped.text, "finish_reason": stopped.finish_reason}

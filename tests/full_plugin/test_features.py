@@ -157,6 +157,7 @@ def test_prompt_logprobs(runs) -> None:
 @pytest.mark.feature("n>1 seeded sampling")
 def test_n2_seeded_sampling(runs) -> None:
     ours, stock = _both(runs, "generate", "n2_seeded")
+    assert _answer(runs, "generate", "cpu")["n2_seeded_again"] == ours  # the seed decides
     assert ours == stock and len(ours) == 2 and ours[0] != ours[1]
 
 
