@@ -252,14 +252,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     reason = ""
     if report.skipped and isinstance(report.longrepr, tuple):
         reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-    feature_matrix.record(item.config, marker.args[0], item.nodeid, report.outcome, cell, reason)
+    feature_matrix.record(item.config, item, report.outcome, cell, reason)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The features this session has tests of, for the support matrix's check of its rows."""
-    session.config.stash[feature_matrix.COLLECTED] = {
-        marker.args[0] for item in session.items for marker in item.iter_markers("feature")
-    }
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``after_features`` run last: they read the feature tests' results,
+    which live in folders pytest reaches later (``shared/`` after ``full_plugin/``)."""
+    items.sort(key=lambda item: item.get_closest_marker("after_features") is not None)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

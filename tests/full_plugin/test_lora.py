@@ -37,7 +37,7 @@ def lora_runs(engine_runs, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     return runs
 
 
-@pytest.mark.feature("LoRA")
+@pytest.mark.feature("LoRA", device="cpu")
 def test_the_template_runs_lora_on_its_punica_wrapper(lora_runs) -> None:
     ours = lora_runs["cpu"]
     assert ours["platform"] == "TemplateCpuPlatform"
@@ -48,7 +48,7 @@ def test_the_template_runs_lora_on_its_punica_wrapper(lora_runs) -> None:
     assert lora_runs["stock"]["punica_wrapper"] == "PunicaWrapperCPU"
 
 
-@pytest.mark.feature("LoRA")
+@pytest.mark.feature("LoRA", device="cpu")
 def test_adapters_change_the_answer_and_equal_stocks(lora_runs) -> None:
     ours, stock = lora_runs["cpu"], lora_runs["stock"]
     base, first, second = ours["alone"]
@@ -59,7 +59,7 @@ def test_adapters_change_the_answer_and_equal_stocks(lora_runs) -> None:
     assert ours["swapped"] == stock["swapped"]
 
 
-@pytest.mark.feature("LoRA")
+@pytest.mark.feature("LoRA", device="cpu")
 def test_a_batch_does_not_change_any_request_s_answer(lora_runs, record_property) -> None:
     ours, stock = lora_runs["cpu"], lora_runs["stock"]
     base, first, second = ours["alone"]

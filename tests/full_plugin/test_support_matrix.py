@@ -2,9 +2,10 @@
 
 The page is rendered from ``docs/support-matrix.json`` alone (``tools/support_matrix.py``),
 the record of each device's run: every committed row must be what that record renders.
-The CPU column's record must be this session's: every feature ``test_features.py`` and
-``test_lora.py`` decided (pytest runs the files in name order, so they ran before this
-one) has the committed cell, and every committed CPU row was decided by this session.
+The CPU column's record must be this session's (the check runs after every feature test,
+``after_features``): every feature ``shared/test_features.py`` and ``test_lora.py``
+decided on the CPU has the committed cell, and every committed CPU row was decided by
+this session.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import support_matrix
 
 REGENERATE = (
     "regenerate it: SUPPORT_MATRIX_RESULTS=cpu.json pytest -m e2e "
-    "tests/full_plugin/test_features.py tests/full_plugin/test_lora.py, "
+    "tests/shared/test_features.py tests/full_plugin/test_lora.py, "
     "then python tools/support_matrix.py --cpu cpu.json"
 )
 
@@ -37,10 +38,11 @@ def test_every_committed_row_is_what_its_run_recorded() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.after_features
 def test_the_committed_cpu_column_is_what_the_feature_tests_found(request) -> None:
-    results = request.config.stash.get(feature_matrix.RESULTS, None)
+    results = request.config.stash.get(feature_matrix.RESULTS, {}).get("cpu")
     if not results:
-        pytest.skip("no feature test ran in this session (test_features.py, test_lora.py)")
+        pytest.skip("no feature test ran on the CPU in this session (test_features, test_lora)")
     found = {f: c["cell"] for f, c in feature_matrix.cells(results).items()}
     record = json.loads(support_matrix.RECORD.read_text())
     committed = {f: c["cell"] for f, c in record["columns"]["cpu"]["features"].items()}
@@ -58,11 +60,11 @@ def test_a_column_without_a_run_says_why_and_a_row_without_a_test_says_so(tmp_pa
     run = {"date": "2026-12-07", "vllm": "0.32.0", "torch": "2.13.0"}
     cpu, gpu = tmp_path / "cpu.json", tmp_path / "gpu.json"
     lora = {"LoRA": {"cell": "passed", "tests": "test_lora"}}
-    cpu.write_text(json.dumps({"run": run, "features": lora}))
+    cpu.write_text(json.dumps({"run": run, "devices": {"cpu": lora}}))
     with pytest.raises(SystemExit, match="no results and no reason for test-device, gpu"):
         support_matrix.updated({}, {"cpu": cpu}, {})
     sleep = {"sleep mode": {"cell": "passed", "tests": "test_sleep"}}
-    gpu.write_text(json.dumps({"run": run, "features": sleep}))
+    gpu.write_text(json.dumps({"run": run, "devices": {"cuda": sleep}}))
     reason = "no test starts the feature engines on it"
     record = support_matrix.updated({}, {"cpu": cpu, "gpu": gpu}, {"test-device": reason})
     page = support_matrix.render(record)
@@ -71,3 +73,10 @@ def test_a_column_without_a_run_says_why_and_a_row_without_a_test_says_so(tmp_pa
         "| LoRA | passed | not run [1] | not run: this device's run has no test of it | test_lora |"
     )
     assert f"- [1] PrivateUse1 test device: {reason}" in page.splitlines()
+    # the test device's column: the one device of its session that is neither the CPU nor CUDA
+    test_device = tmp_path / "td.json"
+    test_device.write_text(json.dumps({"run": run, "devices": {"my_dev": lora}}))
+    record = support_matrix.updated(record, {"test-device": test_device}, {})
+    assert record["columns"]["test-device"]["features"] == lora
+    with pytest.raises(SystemExit, match="no single device for the test-device column"):
+        support_matrix.updated(record, {"test-device": cpu}, {})

@@ -11,11 +11,14 @@ package index configuration (how packages reach this machine) and pip's download
 
 Its CI runs with ``PYTEST_ADDOPTS=-rsp`` (tox.ini passes it through): every test of the
 device folder is listed, so a device test that skipped where the test device has
-everything it asks for (FULL graphs, the extension's kernels) fails here.
+everything it asks for (FULL graphs, the extension's kernels) fails here. Its feature
+tests' cells (``SUPPORT_MATRIX_RESULTS``, passed through too) must be the support matrix's
+committed test-device column (``docs/support-matrix.json``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -39,6 +42,7 @@ CI_TIMEOUT_S = 2700
 # The device tests of a first-light plugin on the test device: first light (eager, TP=2,
 # MoE, the device's memory and dispatch) and the speed tier as generated (FULL graphs).
 DEVICE_TESTS = ("first_light", "full_graphs")
+SUPPORT_MATRIX = Path(__file__).resolve().parents[2] / "docs" / "support-matrix.json"
 
 
 def _pip_cache() -> str:
@@ -88,8 +92,9 @@ def test_first_light_plugin_passes_its_readme_on_a_clean_machine(tmp_path, devic
     assert "Output:" in demo and platform in demo, demo[-3000:]
 
     # Its CI (the README's test command is its `tox -e test`): lint, the tests, mypy.
-    ci = _run("bash .ci/run", project, env | {"PYTEST_ADDOPTS": "-rsp"}, CI_TIMEOUT_S,
-              tmp_path / "ci.log")  # fmt: skip
+    matrix = tmp_path / "support-matrix.json"  # its feature tests' cells (tests/conftest.py)
+    ci_env = env | {"PYTEST_ADDOPTS": "-rsp", "SUPPORT_MATRIX_RESULTS": str(matrix)}
+    ci = _run("bash .ci/run", project, ci_env, CI_TIMEOUT_S, tmp_path / "ci.log")
     assert "tox rebuilt .tox/cpu" not in ci
     for env_name in ("lint", "test", "type"):
         assert re.search(rf"^  {env_name}: OK", ci, re.MULTILINE), f"{env_name} did not pass"
@@ -99,4 +104,22 @@ def test_first_light_plugin_passes_its_readme_on_a_clean_machine(tmp_path, devic
     for name in DEVICE_TESTS:
         passed = [ln for ln in ci.splitlines() if ln.startswith(f"PASSED {folder}{name}.py")]
         assert passed, f"no test of {folder}{name}.py passed in its CI"
+    _its_features_are_the_committed_test_device_column(matrix, device)
     shutil.rmtree(tmp_path)  # its .tox and caches (GBs); kept when a step failed
+
+
+def _its_features_are_the_committed_test_device_column(matrix: Path, device: str) -> None:
+    """The support matrix's test-device column is this run's: its feature tests ran on the
+    test device (``tests/shared/test_features.py``, against stock vLLM CPU) and decided
+    every committed row, each cell as committed."""
+    assert matrix.is_file(), "its CI wrote no feature results (tests/shared/test_features.py)"
+    found = json.loads(matrix.read_text())["devices"]
+    assert list(found) == [device], found
+    cells = {feature: c["cell"] for feature, c in found[device].items()}
+    committed = json.loads(SUPPORT_MATRIX.read_text())["columns"]["test-device"]["features"]
+    expected = {feature: c["cell"] for feature, c in committed.items()}
+    assert cells == expected, (
+        f"the test device's features (found) and docs/support-matrix.json's column differ:\n"
+        f"found: {cells}\ncommitted: {expected}\nif the change is right: python "
+        f"tools/support_matrix.py --test-device {matrix}"
+    )

@@ -1,7 +1,7 @@
 """vLLM features on one engine of the embedded tiny model: what each answers, as JSON.
 
-    python tests/full_plugin/feature_runner.py DEVICE ENGINE [--late-output-thread]
-                                                # DEVICE: cpu (template) or stock
+    python tests/shared/feature_runner.py DEVICE ENGINE [--late-output-thread]
+                        # DEVICE: a template device type (VLLM_TEMPLATE_DEVICE) or stock
 
 ``ENGINE`` picks the engine and the features it serves (fp32, eager, seeded):
 
@@ -17,9 +17,10 @@
   embedding vectors of two prompts;
 - ``sleep``: ``enable_sleep_mode``: the engine's answer, or the error that refused it.
 
-Prints one JSON line: the platform, the engine's answers per feature (token ids, texts,
-vectors rounded to 1e-5, counts) and, per feature, an error string where vLLM refused it.
-``tests/full_plugin/test_features.py`` compares the template with stock vLLM CPU.
+Prints one JSON line: the platform and its device type, the engine's answers per feature
+(token ids, texts, vectors rounded to 1e-5, counts), or the error that refused the
+engine, and whether a config check refused it or the engine died at start.
+``tests/shared/test_features.py`` compares the template with stock vLLM.
 
 Each runner is also a user's script that must exit cleanly: it stops nothing itself, and
 as the interpreter is about to finalize (its first exit handler, which runs last) one
@@ -180,13 +181,18 @@ def main(device: str, engine: str, late_output_thread: bool) -> None:
     from vllm import LLM
     from vllm.platforms import current_platform
 
-    report: dict[str, Any] = {"engine": engine, "platform": type(current_platform).__name__}
+    report: dict[str, Any] = {"engine": engine, "platform": type(current_platform).__name__,
+                              "device_type": current_platform.device_type}  # fmt: skip
     try:
         llm = LLM(model=str(model_dir), dtype="float32", seed=0, enforce_eager=True,
                   max_model_len=512, kv_cache_memory_bytes=256 << 20,
                   **ENGINE_ARGS[engine])  # fmt: skip
-    except Exception as exc:  # vLLM refused the feature: the refusal is the answer
+    except Exception as exc:  # refused: the refusal is the answer
         report["refused"] = f"{type(exc).__name__}: {exc}"[:600]
+        # a config check (vLLM's, or the platform's) raises ValueError (pydantic's
+        # ValidationError is one) before any engine process starts; anything else is a
+        # crash of the engine at start
+        report["refused_at"] = "config" if isinstance(exc, ValueError) else "start"
         print(json.dumps(report), flush=True)
         return
     report.update(FEATURES[engine](llm))

@@ -1,0 +1,281 @@
+"""vLLM's features on each template device present here, each judged against stock vLLM.
+
+The devices are the plugin's folders whose device this machine has (the registry's, as
+the platform entry point judges them: the CPU backend here, the PrivateUse1 test device
+in a first-light plugin's CI). One engine per feature group and platform
+(``feature_runner.py``: fp32, eager, the embedded tiny model), the template's and
+stock's started side by side: structured output (JSON schema, regex, choice), prefix
+caching, chunked prefill, prompt logprobs, ``n=2`` seeded sampling and stop strings on
+one engine; n-gram speculative decoding; embeddings (``runner="pooling"``); sleep mode.
+
+Stock vLLM runs on its own platform for this machine. Where that is the device's own
+(the CPU backend against vLLM's CPU platform) the template's answer must equal stock's
+as printed (fp32: token for token, logprobs, vectors); on another device (the test device
+against stock vLLM CPU) tokens and logprobs must still be equal, vectors within
+:data:`VECTOR_TOLERANCE`, and seeded samples come from the device's own generator, so
+they are checked for their seed, not against the host's. Each test also asserts the
+answer is the feature's (a JSON object, cached tokens counted, a stop reason...).
+
+A feature the template refuses must be refused by a config check with its reason (never
+an engine that dies at start): the cell is ``refused: REASON``; where stock refuses it
+too, the test says so. Every other cell is the test's outcome (``feature_matrix.py``).
+Each template runner's exit is a test of its own, with the race at exit made certain
+(``feature_runner.py --late-output-thread``): a process that printed its answer and
+then crashed fails there, and its answers are still compared; a runner that printed
+nothing fails the tests of its answers, with its stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_exit import stock_exit_abort
+from feature_runner import CHUNK_BUDGET, EXIT_LINE, OUTPUT_THREAD
+
+from vllm_platform_template.device_registry import DEVICE_PACKAGES, PLATFORM_QUALNAMES
+from vllm_platform_template.platform_hooks.entry_point import (
+    DEVICE_ENV,
+    device_problem,
+    installed_vllm,
+)
+
+pytestmark = pytest.mark.e2e
+
+RUNNER = Path(__file__).with_name("feature_runner.py")
+ENGINES = ("generate", "ngram", "pooling", "sleep")
+TIMEOUT_S = 900
+STOCK = "stock"
+# The template devices this machine has (the entry point's own judgement of each folder).
+DEVICES_HERE = tuple(d for d in DEVICE_PACKAGES if device_problem(d, installed_vllm()) is None)
+# Embedding vectors printed to 1e-5: another device's arithmetic may round the last digit.
+VECTOR_TOLERANCE = 2e-5
+
+
+def _start(device: str, engine: str, cache: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != DEVICE_ENV}
+    env["VLLM_CACHE_ROOT"] = str(cache)
+    return subprocess.Popen(
+        [sys.executable, str(RUNNER), device, engine, "--late-output-thread"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        stderr += f"\n(killed after {TIMEOUT_S} s)"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+@pytest.fixture(scope="module")
+def runs(engine_runs) -> dict[str, dict[str, subprocess.CompletedProcess]]:
+    """``runs[engine][device or "stock"]``: each runner process as it ended; every platform
+    of one engine side by side."""
+    out: dict[str, dict[str, subprocess.CompletedProcess]] = {}
+    for engine in ENGINES:
+        procs = {d: _start(d, engine, engine_runs.cache_root) for d in (*DEVICES_HERE, STOCK)}
+        out[engine] = {device: _finish(proc) for device, proc in procs.items()}
+    return out
+
+
+def _alive_at_finalization(proc: subprocess.CompletedProcess) -> list[str] | None:
+    """The output threads the runner found alive as its interpreter began to finalize."""
+    found = [line.split(EXIT_LINE, 1)[1] for line in proc.stderr.splitlines() if EXIT_LINE in line]
+    return json.loads(found[-1]) if found else None
+
+
+@pytest.mark.parametrize("device", DEVICES_HERE)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_template_runner_exits_cleanly(runs, engine: str, device: str) -> None:
+    """A runner's exit is a test of its own: a crash at exit fails here, not the answers it
+    printed. Each runner's output thread woke late from its stop signal, so only a main
+    thread that waits for it (patch client_threads_end_before_the_interpreter) finds it
+    ended before finalization - the path taken, which an exit status alone can hide."""
+    proc = runs[engine][device]
+    where = f"template {engine} runner on {device}, exit {proc.returncode}:\n{proc.stderr[-5000:]}"
+    assert proc.returncode == 0, where
+    assert _alive_at_finalization(proc) == [], where
+
+
+def test_stock_leaves_its_output_thread_to_the_finalizing_interpreter(runs) -> None:
+    """The reference that the patch is still needed: stock vLLM's pooling runner exits
+    (0, or vLLM's known exit abort after a complete answer: tests/engine_exit.py) with its
+    output thread still alive at finalization, where freeing its tensors aborts."""
+    for engine in ENGINES:
+        proc = runs[engine][STOCK]
+        assert proc.returncode == 0 or stock_exit_abort(["--stock"], proc), proc.stderr[-5000:]
+    pooling = runs["pooling"][STOCK]
+    assert _alive_at_finalization(pooling) == [OUTPUT_THREAD], (
+        "stock vLLM's output thread ended before finalization: vLLM may now wait for it "
+        "(the patch's remove_when)\n" + pooling.stderr[-5000:]
+    )
+
+
+def _answer(runs: dict, engine: str, device: str) -> dict[str, Any]:
+    """The report a runner printed, whatever its exit status (the exit tests judge that)."""
+    proc = runs[engine][device]
+    lines = proc.stdout.strip().splitlines()
+    if not lines:
+        pytest.fail(f"the {device} {engine} runner printed no answer:\n{proc.stderr[-5000:]}")
+    return json.loads(lines[-1])
+
+
+class Refused(Exception):
+    """The template refused the feature at config time (its cell says why)."""
+
+
+def _reports(runs: dict, engine: str, device: str, record_property) -> tuple[dict, dict, bool]:
+    """The template's and stock's reports and whether stock ran on the template's device.
+
+    Where the template refused the engine: a config check must have refused it, with its
+    reason as the cell, and the test ends there (:class:`Refused`)."""
+    ours, stock = _answer(runs, engine, device), _answer(runs, engine, STOCK)
+    expected = PLATFORM_QUALNAMES[device].rsplit(".", 1)[1]
+    assert ours["platform"] == expected and stock["platform"] != expected, (ours, stock)
+    if "refused" in ours:
+        assert ours["refused_at"] == "config", f"the {device} engine died at start: {ours}"
+        reason = ours["refused"].split("Value error, ", 1)[-1].split(" was asked for", 1)[0]
+        record_property("matrix", f"refused at config time: {reason.splitlines()[0][:160]}")
+        raise Refused(reason)
+    assert "refused" not in stock, f"stock refused what the template ran: {stock['refused']}"
+    return ours, stock, ours["device_type"] == stock["device_type"]
+
+
+@pytest.fixture
+def reports(runs, device: str, record_property):
+    def of(engine: str) -> tuple[dict, dict, bool]:
+        return _reports(runs, engine, device, record_property)
+
+    return of
+
+
+@pytest.fixture(params=DEVICES_HERE)
+def device(request) -> str:
+    return request.param
+
+
+def _unless_refused(test):
+    """A test whose feature the template refuses passes with the refusal as its cell."""
+    import functools
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            test(*args, **kwargs)
+        except Refused:
+            return
+
+    return run
+
+
+@pytest.mark.feature("structured output")
+@_unless_refused
+def test_structured_output(reports) -> None:
+    ours, stock, _ = reports("generate")
+    for key in ("structured_json", "structured_regex", "structured_choice"):
+        assert ours[key] == stock[key], key
+    # the schema's object, begun (the tiny model pads it with the whitespace JSON allows,
+    # so 48 tokens may end before the closing brace)
+    text = ours["structured_json"]
+    assert text.lstrip().startswith("{") and '"name"' in text
+    assert ours["structured_choice"] in ("Bennet", "Darcy", "Bingley")
+
+
+@pytest.mark.feature("prefix caching")
+@_unless_refused
+def test_prefix_caching(reports) -> None:
+    ours, stock, _ = reports("generate")
+    assert ours["prefix_caching"] == stock["prefix_caching"]
+    cached = ours["prefix_caching"]
+    assert cached["cached_first"] == 0 and cached["cached_again"] >= 256 and cached["same_tokens"]
+
+
+@pytest.mark.feature("chunked prefill")
+@_unless_refused
+def test_chunked_prefill(reports) -> None:
+    ours, stock, _ = reports("generate")
+    chunked = ours["chunked_prefill"]
+    assert chunked == stock["chunked_prefill"] and len(chunked["tokens"]) == 16
+    # the prompt was prefilled in chunks: longer than the scheduler's budget for one step,
+    # with chunking on, as the platform's config left them (a platform may turn them off)
+    assert chunked["enabled"] and chunked["budget"] == CHUNK_BUDGET < chunked["prompt_tokens"]
+
+
+@pytest.mark.feature("prompt logprobs")
+@_unless_refused
+def test_prompt_logprobs(reports) -> None:
+    ours, stock, _ = reports("generate")
+    logprobs = ours["prompt_logprobs"]
+    assert logprobs == stock["prompt_logprobs"]
+    assert logprobs[0] is None and all(entry for entry in logprobs[1:])
+
+
+@pytest.mark.feature("n>1 seeded sampling")
+@_unless_refused
+def test_n2_seeded_sampling(reports) -> None:
+    ours, stock, same_device = reports("generate")
+    sampled = ours["n2_seeded"]
+    assert ours["n2_seeded_again"] == sampled  # the seed decides the answer
+    assert len(sampled) == 2 and sampled[0] != sampled[1]
+    if same_device:  # the same generator as stock's: the same samples
+        assert sampled == stock["n2_seeded"]
+
+
+@pytest.mark.feature("stop strings")
+@_unless_refused
+def test_stop_strings(reports) -> None:
+    ours, stock, _ = reports("generate")
+    stopped = ours["stop_strings"]
+    assert stopped == stock["stop_strings"]
+    assert stopped["finish_reason"] == "stop" and "," not in stopped["text"]
+
+
+@pytest.mark.feature("speculative decoding (ngram)")
+@_unless_refused
+def test_ngram_speculative_decoding(reports, hf_greedy) -> None:
+    ours, stock, _ = reports("ngram")
+    assert ours["ngram_tokens"] == stock["ngram_tokens"]
+    # speculation changes no greedy token
+    assert ours["ngram_tokens"] == hf_greedy(ours["ngram_prompt_ids"], 32)
+    metrics = ours["spec_decode_metrics"]
+    assert metrics == stock["spec_decode_metrics"] and metrics["vllm:spec_decode_num_drafts"] > 0
+    accepted = metrics["vllm:spec_decode_num_accepted_tokens"]
+    drafted = metrics["vllm:spec_decode_num_draft_tokens"]
+    print(f"ngram: {accepted}/{drafted} draft tokens accepted (stock the same)")
+
+
+@pytest.mark.feature("embeddings (pooling)")
+@_unless_refused
+def test_embeddings(reports) -> None:
+    ours, stock, same_device = reports("pooling")
+    vectors, reference = ours["embeddings"], stock["embeddings"]
+    assert len(vectors) == 2 and vectors[0] != vectors[1]
+    if same_device:
+        assert vectors == reference
+    else:
+        assert [len(v) for v in vectors] == [len(r) for r in reference]
+        pairs = zip(vectors, reference, strict=True)
+        worst = max(abs(a - b) for v, r in pairs for a, b in zip(v, r, strict=True))
+        assert worst <= VECTOR_TOLERANCE, worst
+
+
+@pytest.mark.feature("sleep mode")
+def test_sleep_mode_is_refused_as_stock_refuses_it(runs, device: str, record_property) -> None:
+    ours, stock = (_answer(runs, "sleep", d) for d in (device, STOCK))
+    assert "refused" in stock, "stock vLLM runs sleep mode here now: test it on the template"
+    assert ours.get("refused") == stock["refused"] and ours["refused_at"] == "config"
+    assert "Sleep mode is not supported on current platform" in ours["refused"]
+    same = f"stock's {stock['platform']} the same"
+    record_property("matrix", f"refused: vLLM finds no sleep mode on the platform ({same})")
