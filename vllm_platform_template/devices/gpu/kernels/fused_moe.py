@@ -41,7 +41,7 @@ from vllm_platform_template.devices.gpu.kernels.activation import silu_and_mul
 from vllm_platform_template.devices.gpu.kernels.int8_linear import per_token_quant_int8
 from vllm_platform_template.reference_kernels.fused_moe import route_topk_softmax
 
-__all__ = ["fused_moe", "fused_moe_w8a8_int8", "group_by_expert"]
+__all__ = ["block_m", "fused_moe", "fused_moe_w8a8_int8", "gemm_tiles", "group_by_expert"]
 
 
 @triton.jit
@@ -115,13 +115,35 @@ def _grouped_gemm_kernel(
     tl.store(o, result.to(out_ptr.dtype.element_ty), mask=valid[:, None] & (cols[None, :] < N))
 
 
-def gemm_tiles(num_pairs: int, num_experts: int) -> tuple[int, int, int, int, int]:
-    """``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)``: narrow row blocks where each
-    expert has few pairs (decode: the step streams the experts' weights), wide ones for
-    prefill."""
-    if num_pairs <= 16 * num_experts:
-        return 16, 64, 128, 4, 4
-    return 64, 128, 64, 8, 3
+# Programs a decode GEMM aims for: about four per multiprocessor of an H100/H200 (132), so
+# each keeps several weight loads in flight. At one token Mixtral's down projection
+# (4096 outputs, 2 routed experts) had 2 x 64 programs of 64 columns: 2.2 TB/s against
+# stock's 2.8 (docs/performance.md, "W8A8 INT8 linear and fused MoE, op by op").
+DECODE_PROGRAMS = 512
+
+
+def block_m(num_pairs: int, num_experts: int) -> int:
+    """Rows of a block (pairs of one expert): 16 where each expert has few pairs (decode:
+    the step streams the experts' weights), 64 for prefill. Both GEMMs share it (one
+    grouping)."""
+    return 16 if num_pairs <= 16 * num_experts else 64
+
+
+def gemm_tiles(
+    num_pairs: int, num_experts: int, n: int, k: int, int8: bool = False
+) -> tuple[int, int, int, int, int]:
+    """``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)`` of one grouped GEMM of ``n``
+    outputs over ``k``. Decode: the widest of 64/32/16 columns that still gives
+    ``DECODE_PROGRAMS`` programs over the experts the pairs can reach, and 256 bytes of
+    each weight row per K step (128 bf16 or 256 int8 values); prefill: wide tiles."""
+    rows = block_m(num_pairs, num_experts)
+    if rows == 64:
+        return 64, 128, 64, 8, 3
+    reached = min(num_experts, num_pairs)
+    block_n = 64
+    while block_n > 16 and triton.cdiv(n, block_n) * reached < DECODE_PROGRAMS:
+        block_n //= 2
+    return rows, block_n, 256 if int8 else 128, 4, 4
 
 
 def group_by_expert(
@@ -263,18 +285,21 @@ def _experts(
     num_pairs = num_tokens * top_k
     if num_pairs == 0:
         return torch.empty_like(x)
-    tiles = gemm_tiles(num_pairs, num_experts)
-    grouping = group_by_expert(ids, num_experts, tiles[0])
+    int8 = weight_scales is not None
+    up_tiles = gemm_tiles(num_pairs, num_experts, 2 * intermediate, hidden, int8)
+    down_tiles = gemm_tiles(num_pairs, num_experts, hidden, intermediate, int8)
+    grouping = group_by_expert(ids, num_experts, block_m(num_pairs, num_experts))
     gate_up = torch.empty((num_pairs, 2 * intermediate), dtype=x.dtype, device=x.device)
     down = torch.empty((num_pairs, hidden), dtype=x.dtype, device=x.device)
     pair_weights = weights.reshape(-1).contiguous()
     if weight_scales is None:
-        _grouped_gemm(x, w13, gate_up, grouping, top_k, None, tiles)
-        _grouped_gemm(silu_and_mul(gate_up), w2, down, grouping, 1, pair_weights, tiles)
+        _grouped_gemm(x, w13, gate_up, grouping, top_k, None, up_tiles)
+        _grouped_gemm(silu_and_mul(gate_up), w2, down, grouping, 1, pair_weights, down_tiles)
     else:
         q, x_scale = per_token_quant_int8(x)
-        _grouped_gemm(q, w13, gate_up, grouping, top_k, None, tiles, (x_scale, weight_scales[0]))
+        up_scales = (x_scale, weight_scales[0])
+        _grouped_gemm(q, w13, gate_up, grouping, top_k, None, up_tiles, up_scales)
         q, pair_scale = per_token_quant_int8(silu_and_mul(gate_up))
         scales = (pair_scale, weight_scales[1])
-        _grouped_gemm(q, w2, down, grouping, 1, pair_weights, tiles, scales)
+        _grouped_gemm(q, w2, down, grouping, 1, pair_weights, down_tiles, scales)
     return down.view(num_tokens, top_k, hidden).sum(dim=1)
