@@ -115,13 +115,6 @@ def _grouped_gemm_kernel(
     tl.store(o, result.to(out_ptr.dtype.element_ty), mask=valid[:, None] & (cols[None, :] < N))
 
 
-# Programs a decode GEMM aims for: about four per multiprocessor of an H100/H200 (132), so
-# each keeps several weight loads in flight. At one token Mixtral's down projection
-# (4096 outputs, 2 routed experts) had 2 x 64 programs of 64 columns: 2.2 TB/s against
-# stock's 2.8 (docs/performance.md, "W8A8 INT8 linear and fused MoE, op by op").
-DECODE_PROGRAMS = 512
-
-
 def block_m(num_pairs: int, num_experts: int) -> int:
     """Rows of a block (pairs of one expert): 16 where each expert has few pairs (decode:
     the step streams the experts' weights), 64 for prefill. Both GEMMs share it (one
@@ -129,21 +122,25 @@ def block_m(num_pairs: int, num_experts: int) -> int:
     return 16 if num_pairs <= 16 * num_experts else 64
 
 
+# Decode tiles (BLOCK_N, BLOCK_K, warps, stages), measured on an H100 (2026-12-07,
+# `benchmarks/gpu_quantized_moe.py --sweep-moe`, the Mixtral-8x7B block at 1 and 32 tokens,
+# bf16 and INT8, each GEMM alone over 8 candidates): 32 x 512 with 3 stages was first or
+# second in 7 of the 8 rows and within 3 % in the eighth; the tiles before (64 x 128, 4
+# stages) were 1-3 % slower in 7 rows, and narrowing the columns to reach more programs (16
+# x 128: 512 programs for the down projection at one token) was the slowest of all there.
+DECODE_TILES = (32, 512, 4, 3)
+
+
 def gemm_tiles(
     num_pairs: int, num_experts: int, n: int, k: int, int8: bool = False
 ) -> tuple[int, int, int, int, int]:
     """``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)`` of one grouped GEMM of ``n``
-    outputs over ``k``. Decode: the widest of 64/32/16 columns that still gives
-    ``DECODE_PROGRAMS`` programs over the experts the pairs can reach, and 256 bytes of
-    each weight row per K step (128 bf16 or 256 int8 values); prefill: wide tiles."""
-    rows = block_m(num_pairs, num_experts)
-    if rows == 64:
+    outputs over ``k`` (``int8``: INT8 operands). Decode: ``DECODE_TILES`` for both GEMMs
+    and both dtypes; prefill: wide tiles. ``n``, ``k`` and ``int8`` let a backend tune them
+    per GEMM (``--sweep-moe`` times them that way)."""
+    if block_m(num_pairs, num_experts) == 64:
         return 64, 128, 64, 8, 3
-    reached = min(num_experts, num_pairs)
-    block_n = 64
-    while block_n > 16 and triton.cdiv(n, block_n) * reached < DECODE_PROGRAMS:
-        block_n //= 2
-    return rows, block_n, 256 if int8 else 128, 4, 4
+    return (16, *DECODE_TILES)
 
 
 def group_by_expert(
