@@ -146,6 +146,64 @@ def sweep_int8_tiles() -> None:
             print(f"sweep {name} M={m}: " + ", ".join(f"{t} {us:.1f}" for us, t in times[:4]))
 
 
+def sweep_moe_tiles(report: dict) -> None:
+    """Time the MoE block with candidate decode tiles for one of its two GEMMs (the other
+    at ``gemm_tiles``' choice), bf16 and INT8 experts, at each decode size: the figures
+    ``fused_moe.gemm_tiles`` is chosen from."""
+    from vllm_platform_template.devices.gpu.kernels import fused_moe
+
+    chosen = fused_moe.gemm_tiles
+    e, k, h, i = (MOE_SHAPE[key] for key in ("experts", "top_k", "hidden", "intermediate"))
+    candidates = [  # (BLOCK_N, BLOCK_K, warps, stages); BLOCK_M 16
+        (64, 128, 4, 4), (32, 128, 4, 4), (16, 128, 4, 4), (32, 256, 4, 4),
+        (16, 256, 4, 4), (16, 512, 4, 3), (64, 256, 4, 3), (32, 512, 4, 3),
+    ]  # fmt: skip
+    weights = {
+        False: (
+            torch.randn(e, 2 * i, h, device="cuda", dtype=torch.bfloat16) / 64,
+            torch.randn(e, h, i, device="cuda", dtype=torch.bfloat16) / 64,
+        ),
+        True: (
+            torch.randint(-127, 128, (e, 2 * i, h), dtype=torch.int8, device="cuda"),
+            torch.randint(-127, 128, (e, h, i), dtype=torch.int8, device="cuda"),
+        ),
+    }
+    scales = (torch.rand(e, 2 * i, device="cuda") / 5000, torch.rand(e, h, device="cuda") / 5000)
+    for int8, (w13, w2) in weights.items():
+        for m in TOKENS:
+            x = torch.randn(m, h, device="cuda", dtype=torch.bfloat16)
+            logits = torch.randn(m, e, device="cuda")
+            if int8:
+                call = partial(fused_moe.fused_moe_w8a8_int8, x, logits, w13, scales[0], w2,
+                               scales[1], k, True)  # fmt: skip
+            else:
+                call = partial(fused_moe.fused_moe, x, logits, w13, w2, k, True)
+            for gemm, n in (("gate_up", 2 * i), ("down", h)):
+                times = []
+                for cand in candidates:
+
+                    def tiles(pairs, experts, cols, depth, q=False, cand=cand, n=n):
+                        if cols != n or fused_moe.block_m(pairs, experts) != 16:
+                            return chosen(pairs, experts, cols, depth, q)
+                        return (16, *cand)
+
+                    fused_moe.gemm_tiles = tiles
+                    try:
+                        times.append((time_graph(call)[0], cand))
+                    except Exception as exc:  # a tile the compiler refuses
+                        print(f"  {cand}: {exc.__class__.__name__}")
+                    finally:
+                        fused_moe.gemm_tiles = chosen
+                default = chosen(m * k, e, n, i if gemm == "down" else h, int8)
+                times.sort()
+                row = {"gemm": gemm, "int8": int8, "tokens": m, "chosen": list(default),
+                       "times_us": [[us, list(c)] for us, c in times]}  # fmt: skip
+                report.setdefault("moe_sweep", []).append(row)
+                kind = "int8" if int8 else "bf16"
+                print(f"sweep moe {kind} {gemm} M={m} (chosen {default}): "
+                      + ", ".join(f"{c} {us:.1f}" for us, c in times[:4]), flush=True)  # fmt: skip
+
+
 def bench_moe(report: dict) -> None:
     from vllm_platform_template.devices.gpu.kernels.fused_moe import fused_moe
 
@@ -205,6 +263,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--sweep", action="store_true", help="time the int8 GEMM's tiles first")
+    parser.add_argument("--sweep-moe", action="store_true", help="time the MoE GEMMs' tiles")
+    parser.add_argument("--moe-only", action="store_true", help="skip the W8A8 linear layers")
     args = parser.parse_args()
     if args.sweep:
         sweep_int8_tiles()
@@ -214,7 +274,10 @@ def main() -> int:
         "method": f"CUDA graph of {CALLS_PER_GRAPH} calls, median [min, max] of {ROUNDS} rounds",
         "rows": [],
     }
-    bench_linear(report)
+    if args.sweep_moe:
+        sweep_moe_tiles(report)
+    if not args.moe_only:
+        bench_linear(report)
     bench_moe(report)
     bench_int8_moe(report)
     if args.json:

@@ -167,9 +167,12 @@ run_stage() {
             # GPU_E2E_DEADLINE once the bundle is installed (SECONDS: since the script began).
             seed=()
             [ -n "${GPU_E2E_SEED:-}" ] && seed=(--seed "$GPU_E2E_SEED")
+            # GPU_E2E_ARGS: more options of gpu_e2e.py, the same for every engine (e.g.
+            # --kv-cache-mib 1024: three Mixtral-8l engines fit an 80 GB H100 with it)
+            read -ra extra <<<"${GPU_E2E_ARGS:-}"
             python benchmarks/gpu_e2e.py --shape "${GPU_E2E_SHAPE:-1.1b}" \
                 --candidates "${GPU_E2E_CANDIDATES:-gpu-template}" --quads "${GPU_E2E_QUADS:-8}" \
-                --deadline-s "$((${GPU_E2E_DEADLINE:-570} - SECONDS))" "${seed[@]}" \
+                --deadline-s "$((${GPU_E2E_DEADLINE:-570} - SECONDS))" "${seed[@]}" "${extra[@]}" \
                 --json "$results/gpu_e2e.json" --chart "$results/gpu_e2e.png" 2>&1 | tee -a "$out" || rc=1
         fi
         ;;

@@ -856,7 +856,7 @@ def check_fused_moe_matches_the_reference() -> None:
             want = reference.fused_moe(x, logits, w13, w2, top_k, renormalize)
             torch.testing.assert_close(got, want, **_tol(dtype))
         _, ids = reference.route_topk_softmax(logits, top_k, True)
-        block_m = fused_moe.gemm_tiles(tokens * top_k, experts)[0]
+        block_m = fused_moe.block_m(tokens * top_k, experts)
         slots, block_expert = fused_moe.group_by_expert(ids, experts, block_m)
         real = slots[slots < tokens * top_k]
         assert sorted(real.tolist()) == list(range(tokens * top_k))

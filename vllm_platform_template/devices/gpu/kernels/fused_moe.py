@@ -41,7 +41,7 @@ from vllm_platform_template.devices.gpu.kernels.activation import silu_and_mul
 from vllm_platform_template.devices.gpu.kernels.int8_linear import per_token_quant_int8
 from vllm_platform_template.reference_kernels.fused_moe import route_topk_softmax
 
-__all__ = ["fused_moe", "fused_moe_w8a8_int8", "group_by_expert"]
+__all__ = ["block_m", "fused_moe", "fused_moe_w8a8_int8", "gemm_tiles", "group_by_expert"]
 
 
 @triton.jit
@@ -115,13 +115,32 @@ def _grouped_gemm_kernel(
     tl.store(o, result.to(out_ptr.dtype.element_ty), mask=valid[:, None] & (cols[None, :] < N))
 
 
-def gemm_tiles(num_pairs: int, num_experts: int) -> tuple[int, int, int, int, int]:
-    """``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)``: narrow row blocks where each
-    expert has few pairs (decode: the step streams the experts' weights), wide ones for
-    prefill."""
-    if num_pairs <= 16 * num_experts:
-        return 16, 64, 128, 4, 4
-    return 64, 128, 64, 8, 3
+def block_m(num_pairs: int, num_experts: int) -> int:
+    """Rows of a block (pairs of one expert): 16 where each expert has few pairs (decode:
+    the step streams the experts' weights), 64 for prefill. Both GEMMs share it (one
+    grouping)."""
+    return 16 if num_pairs <= 16 * num_experts else 64
+
+
+# Decode tiles (BLOCK_N, BLOCK_K, warps, stages), measured on an H100 (2026-12-07,
+# `benchmarks/gpu_quantized_moe.py --sweep-moe`, the Mixtral-8x7B block at 1 and 32 tokens,
+# bf16 and INT8, each GEMM alone over 8 candidates): 32 x 512 with 3 stages was first or
+# second in 7 of the 8 rows and within 3 % in the eighth; the tiles before (64 x 128, 4
+# stages) were 1-3 % slower in 7 rows, and narrowing the columns to reach more programs (16
+# x 128: 512 programs for the down projection at one token) was the slowest of all there.
+DECODE_TILES = (32, 512, 4, 3)
+
+
+def gemm_tiles(
+    num_pairs: int, num_experts: int, n: int, k: int, int8: bool = False
+) -> tuple[int, int, int, int, int]:
+    """``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)`` of one grouped GEMM of ``n``
+    outputs over ``k`` (``int8``: INT8 operands). Decode: ``DECODE_TILES`` for both GEMMs
+    and both dtypes; prefill: wide tiles. ``n``, ``k`` and ``int8`` let a backend tune them
+    per GEMM (``--sweep-moe`` times them that way)."""
+    if block_m(num_pairs, num_experts) == 64:
+        return 64, 128, 64, 8, 3
+    return (16, *DECODE_TILES)
 
 
 def group_by_expert(
@@ -263,18 +282,21 @@ def _experts(
     num_pairs = num_tokens * top_k
     if num_pairs == 0:
         return torch.empty_like(x)
-    tiles = gemm_tiles(num_pairs, num_experts)
-    grouping = group_by_expert(ids, num_experts, tiles[0])
+    int8 = weight_scales is not None
+    up_tiles = gemm_tiles(num_pairs, num_experts, 2 * intermediate, hidden, int8)
+    down_tiles = gemm_tiles(num_pairs, num_experts, hidden, intermediate, int8)
+    grouping = group_by_expert(ids, num_experts, block_m(num_pairs, num_experts))
     gate_up = torch.empty((num_pairs, 2 * intermediate), dtype=x.dtype, device=x.device)
     down = torch.empty((num_pairs, hidden), dtype=x.dtype, device=x.device)
     pair_weights = weights.reshape(-1).contiguous()
     if weight_scales is None:
-        _grouped_gemm(x, w13, gate_up, grouping, top_k, None, tiles)
-        _grouped_gemm(silu_and_mul(gate_up), w2, down, grouping, 1, pair_weights, tiles)
+        _grouped_gemm(x, w13, gate_up, grouping, top_k, None, up_tiles)
+        _grouped_gemm(silu_and_mul(gate_up), w2, down, grouping, 1, pair_weights, down_tiles)
     else:
         q, x_scale = per_token_quant_int8(x)
-        _grouped_gemm(q, w13, gate_up, grouping, top_k, None, tiles, (x_scale, weight_scales[0]))
+        up_scales = (x_scale, weight_scales[0])
+        _grouped_gemm(q, w13, gate_up, grouping, top_k, None, up_tiles, up_scales)
         q, pair_scale = per_token_quant_int8(silu_and_mul(gate_up))
         scales = (pair_scale, weight_scales[1])
-        _grouped_gemm(q, w2, down, grouping, 1, pair_weights, tiles, scales)
+        _grouped_gemm(q, w2, down, grouping, 1, pair_weights, down_tiles, scales)
     return down.view(num_tokens, top_k, hidden).sum(dim=1)
