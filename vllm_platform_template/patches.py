@@ -96,13 +96,10 @@ def _bitmask_in_torch_where_inductor_has_no_backend(xgrammar: types.ModuleType) 
 
     @functools.wraps(original)
     def apply_token_bitmask_inplace(logits: Any, bitmask: Any, **kwargs: Any) -> None:
-        device_type = logits.device.type
         auto = kwargs.get("backend", "auto") == "auto"
-        if (
-            auto
-            and device_type not in ("cpu", "cuda")
-            and not _inductor_generates_code_for(device_type)
-        ):
+        # xgrammar's own CPU kernel serves the host; any device Inductor compiles for keeps
+        # xgrammar's choice
+        if auto and not logits.is_cpu and not _inductor_generates_code_for(logits.device.type):
             kwargs["backend"] = "torch_native"
         original(logits, bitmask, **kwargs)
 

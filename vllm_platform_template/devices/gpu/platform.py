@@ -307,8 +307,9 @@ def first_light_defaults(
         vllm_config.kernel_config.enable_jit_warmup = False
         # vLLM's V1 model runner overlaps its steps on torch.cuda streams only
         vllm_config.scheduler_config.async_scheduling = False
+        # (like the async scheduling above: the V1 runner's side streams are torch.cuda's)
         speculation = getattr(vllm_config, "speculative_config", None) is not None
-        _refuse_requested(speculation and identity.device_type != "cuda", SPECULATION, identity)
+        _refuse_requested(speculation, SPECULATION, identity)
         if chosen is None:
             environ[V2_MODEL_RUNNER_ENV] = "0"  # every process of the engine starts from here
             for line in first_light_parts(identity):
