@@ -252,7 +252,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     reason = ""
     if report.skipped and isinstance(report.longrepr, tuple):
         reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-    feature_matrix.record(item.config, item, report.outcome, cell, reason)
+    feature_matrix.record(item, report.outcome, cell, reason)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

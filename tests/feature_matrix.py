@@ -29,9 +29,7 @@ import pytest
 RESULTS = pytest.StashKey[dict[str, dict[str, list[dict[str, str]]]]]()
 
 
-def record(
-    config: pytest.Config, item: pytest.Item, outcome: str, cell: str, reason: str = ""
-) -> None:
+def record(item: pytest.Item, outcome: str, cell: str, reason: str = "") -> None:
     """One run of a feature test: its feature (the marker's name) on its device (the
     marker's ``device``, else the test's ``device`` parameter)."""
     marker = item.get_closest_marker("feature")
@@ -40,7 +38,7 @@ def record(
     device = marker.kwargs.get("device") or (params.params.get("device") if params else None)
     if device is None:
         raise ValueError(f"{item.nodeid}: a feature test names its device (feature(device=...))")
-    runs = config.stash.setdefault(RESULTS, {}).setdefault(device, {})
+    runs = item.config.stash.setdefault(RESULTS, {}).setdefault(device, {})
     runs.setdefault(marker.args[0], []).append(
         {"test": item.nodeid, "outcome": outcome, "cell": cell, "reason": reason}
     )
@@ -61,9 +59,9 @@ def cell_of(runs: list[dict[str, str]]) -> str:
     if not passed:
         reasons = sorted({reason for _, reason in skipped if reason})
         return "not run: " + ("; ".join(reasons) or "every test skipped")
-    recorded = sorted({r["cell"] for r in runs if r["outcome"] == "passed" and r["cell"]})
     if skipped:
         return f"passed {', '.join(passed)}; not run: {why}"
+    recorded = sorted({r["cell"] for r in runs if r["outcome"] == "passed" and r["cell"]})
     return "; ".join(recorded) or "passed"
 
 
@@ -73,6 +71,11 @@ def cells(results: dict[str, list[dict[str, str]]]) -> dict[str, dict[str, str]]
         feature: {"cell": cell_of(runs), "tests": ", ".join(sorted({_name(r) for r in runs}))}
         for feature, runs in sorted(results.items())
     }
+
+
+def cell_texts(features: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Feature -> its cell, from :func:`cells` or a committed column's ``features``."""
+    return {feature: found["cell"] for feature, found in features.items()}
 
 
 def _version(name: str) -> str:

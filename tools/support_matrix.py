@@ -117,8 +117,7 @@ def main() -> None:
         parser.add_argument(f"--{device}", type=Path, help=f"results of the {device} session")
     parser.add_argument("--why-not", action="append", default=[], help="DEVICE=REASON")
     args = parser.parse_args()
-    results = {d: getattr(args, d.replace("-", "_")) for d in DEVICES}
-    given = {d: path for d, path in results.items() if path}
+    given = {d: path for d in DEVICES if (path := getattr(args, d.replace("-", "_")))}
     why_not = dict(item.split("=", 1) for item in args.why_not)
     old = json.loads(RECORD.read_text()) if RECORD.exists() else {}
     record = updated(old, given, why_not)

@@ -43,9 +43,9 @@ def test_the_committed_cpu_column_is_what_the_feature_tests_found(request) -> No
     results = request.config.stash.get(feature_matrix.RESULTS, {}).get("cpu")
     if not results:
         pytest.skip("no feature test ran on the CPU in this session (test_features, test_lora)")
-    found = {f: c["cell"] for f, c in feature_matrix.cells(results).items()}
+    found = feature_matrix.cell_texts(feature_matrix.cells(results))
     record = json.loads(support_matrix.RECORD.read_text())
-    committed = {f: c["cell"] for f, c in record["columns"]["cpu"]["features"].items()}
+    committed = feature_matrix.cell_texts(record["columns"]["cpu"]["features"])
     stale = {f: (committed.get(f, "<absent>"), cell) for f, cell in found.items()
              if committed.get(f) != cell}  # fmt: skip
     assert not stale, f"the committed CPU column disagrees with this session: {stale}; {REGENERATE}"

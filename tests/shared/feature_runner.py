@@ -124,12 +124,10 @@ def generate_features(llm: Any) -> dict[str, Any]:
         None if entry is None else sorted((tid, round(lp.logprob, 4)) for tid, lp in entry.items())
         for entry in logprobs[0].prompt_logprobs
     ]
-    sampled = llm.generate([PROMPT], SamplingParams(n=2, temperature=0.8, seed=1234, max_tokens=12),
-                           use_tqdm=False)[0]  # fmt: skip
-    out["n2_seeded"] = [list(c.token_ids) for c in sampled.outputs]
-    again = llm.generate([PROMPT], SamplingParams(n=2, temperature=0.8, seed=1234, max_tokens=12),
-                         use_tqdm=False)[0]  # fmt: skip
-    out["n2_seeded_again"] = [list(c.token_ids) for c in again.outputs]
+    seeded = SamplingParams(n=2, temperature=0.8, seed=1234, max_tokens=12)
+    for key in ("n2_seeded", "n2_seeded_again"):  # the same request twice: the seed decides
+        sampled = llm.generate([PROMPT], seeded, use_tqdm=False)[0]
+        out[key] = [list(c.token_ids) for c in sampled.outputs]
     stop = greedy(max_tokens=40, stop=[","])
     stopped = llm.generate([PROMPT], stop, use_tqdm=False)[0].outputs[0]
     out["stop_strings"] = {"text": stopped.text, "finish_reason": stopped.finish_reason}

@@ -27,6 +27,7 @@ nothing fails the tests of its answers, with its stderr.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -168,7 +169,6 @@ def device(request) -> str:
 
 def _unless_refused(test):
     """A test whose feature the template refuses passes with the refusal as its cell."""
-    import functools
 
     @functools.wraps(test)
     def run(*args: Any, **kwargs: Any) -> None:
