@@ -137,7 +137,10 @@ def graphs() -> dict:
             y = x * w + 1
             y.add_(torch.nn.functional.silu(y))
             y.copy_(y * 2)
+            ranged = torch.arange(0, 4, device="npu")  # resizes an out= tensor at launch
         out["captured_counts"] = d.dispatch_counts()
+        out["ranged_at_capture"] = list(ranged.shape)
+        del ranged
         out["pool_bytes"] = torch.accelerator.memory_allocated(0) - before
         y_ptr = y.data_ptr()
         out["untouched_by_capture"] = d.host_view(y).tolist() != [
@@ -206,6 +209,7 @@ def graphs() -> dict:
 
 def test_a_capture_records_and_does_not_run(graphs) -> None:
     assert graphs["untouched_by_capture"]
+    assert graphs["ranged_at_capture"] == [4]  # out= results sized as at a launch
     assert graphs["captured_counts"].get("runtime::Graph::capture_end") == 1
     # results of captured operators are allocated at capture, from the graph's pool
     assert graphs["pool_bytes"] >= 3 * 4 * 4
@@ -301,6 +305,13 @@ copied.synchronize()
 out["pinned"] = pinned.tolist()
 with side:
     torch.ops.npu_test.sleep(x, 100)
+    # arange writes into an empty out= tensor, which it resizes on the host at launch
+    ranged = torch.arange(0, 4, device="npu")
+    out["sized_at_launch"] = list(ranged.shape)
+side.synchronize()
+out["ranged"] = ranged.cpu().tolist()
+with side:
+    torch.ops.npu_test.sleep(x, 100)
     # sized at launch, out of range when it runs (a device-side assert on hardware)
     torch.index_select(x, 0, torch.tensor([10], device="npu"))
 try:
@@ -319,6 +330,7 @@ def test_work_on_a_stream_runs_on_its_own_thread_and_waits_where_hardware_waits(
     assert result["event_pending"] is False
     assert result["waited"] == [True, [2.0] * 4]
     assert result["item"] == 12.0 and result["pinned"] == [6.0] * 4
+    assert result["sized_at_launch"] == [4] and result["ranged"] == [0, 1, 2, 3]
     assert result["error"] == "IndexError: index out of range in self"
 
 

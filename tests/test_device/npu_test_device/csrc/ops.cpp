@@ -375,36 +375,47 @@ bool defer_call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::De
   for (const auto& result : schema.returns()) {
     needs_sizes = needs_sizes || alias_of(result) == nullptr;
   }
+  // Sized on the host at launch, as a GPU runtime does: new results, and the out= arguments
+  // an operator resizes (an out= kernel resizes its output before it launches its work).
   torch::jit::Stack sized;
-  if (needs_sizes) {
+  bool sized_ok = false;
+  if (needs_sizes || writes) {
     for (const auto& value : arguments) {
       sized.push_back(meta_of(value));
     }
     try {
       op.callBoxed(&sized);
+      sized_ok = true;
     } catch (const std::exception& error) {  // no meta kernel, or a data-dependent size
-      if (!capture) {
+      if (!needs_sizes) {
+        // written in place only: launched into the arguments as they are
+      } else if (!capture) {
         return false;
+      } else {
+        const std::string why = error.what();
+        refuse_during_capture(
+            "launching " + name_of(schema.operator_name()) +
+            ", whose results cannot be sized without running it (" +
+            why.substr(0, why.find('\n')) + ")");
       }
-      const std::string why = error.what();
-      refuse_during_capture(
-          "launching " + name_of(schema.operator_name()) +
-          ", whose results cannot be sized without running it (" +
-          why.substr(0, why.find('\n')) + ")");
     }
   }
   for (size_t i = 0; i < schema.returns().size(); ++i) {
     const auto* alias = alias_of(schema.returns()[i]);
+    const auto& meta = sized_ok ? sized[sized.size() - schema.returns().size() + i] : c10::IValue();
     if (alias != nullptr) {  // an argument written in place (out=, foo_): the argument itself
       for (size_t j = 0; j < arguments.size(); ++j) {
         const auto* written = alias_of(schema.arguments()[j]);
         if (written != nullptr && written->beforeSets() == alias->beforeSets()) {
           results[i] = arguments[j];
+          if (meta.isTensor() && arguments[j].isTensor() &&
+              arguments[j].toTensor().sizes() != meta.toTensor().sizes()) {
+            arguments[j].toTensor().resize_(meta.toTensor().sizes());
+          }
         }
       }
       continue;
     }
-    const auto& meta = sized[sized.size() - schema.returns().size() + i];
     if (meta.isTensor()) {
       results[i] = device_like(meta.toTensor(), device);
     } else if (meta.isTensorList()) {
