@@ -1,5 +1,5 @@
-"""The support matrix's cells as the feature tests found them (``test_features.py``,
-``test_lora.py``): each test marked ``@pytest.mark.feature(NAME)`` adds its outcome, its
+"""The support matrix's cells as the feature tests found them (``test_features.py``):
+each test marked ``@pytest.mark.feature(NAME)`` adds its outcome, its
 skip reason and its ``matrix`` property (``record_property``) to the session's results,
 per device (the marker's ``device``, else the test's ``device`` parameter).
 A feature's cell cannot say more than its tests did:

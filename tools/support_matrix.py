@@ -1,7 +1,6 @@
 """docs/support-matrix.md from the feature tests' results: feature x device, every cell a test's.
 
-    SUPPORT_MATRIX_RESULTS=cpu.json pytest tests/shared/test_features.py \\
-        tests/full_plugin/test_lora.py
+    SUPPORT_MATRIX_RESULTS=cpu.json pytest tests/shared/test_features.py
     python tools/support_matrix.py --cpu cpu.json [--gpu gpu.json] [--test-device td.json] \\
         [--why-not DEVICE=REASON]
 
@@ -72,7 +71,7 @@ def render(record: dict[str, Any]) -> str:
         "reason, and whether stock refuses it too), failed (naming the test), not run (with "
         "what did not run and why, a column's in its note below the table), or the tests "
         "that passed and those that did not run. Tests: "
-        "`tests/shared/test_features.py` and `tests/full_plugin/test_lora.py`; CI checks "
+        "`tests/shared/test_features.py`; CI checks "
         "every row against the record, the CPU column against its own run "
         "(`tests/full_plugin/test_support_matrix.py`) and the test device's against a "
         "first-light plugin's CI (the vllm-platform-template project's clean-machine test).",

@@ -14,7 +14,8 @@ capture"): FULL decode graphs once the attention kernels are the device's.
 vLLM hooks served (through the layers that read ``DEVICE``): the IR / CustomOp
 kernel table (``ir_impls``, ``custom_ops``), the attention kernels of
 ``TEMPLATE_ATTN``, the graph backend of the graph wrapper, the IR op priorities
-and graph defaults of the config policy. Read by
+and graph defaults of the config policy, LoRA's punica wrapper
+(``Platform.get_punica_wrapper``: ``lora/punica.py``, plain torch). Read by
 ``vllm_platform_template.device.device_for``; imports no vLLM and no platform
 code. Proven by ``tests/devices/gpu/test_gpu_first_light.py`` (eager engines on the
 device, tokens equal to transformers), ``tests/devices/gpu/test_gpu_full_graphs.py``
@@ -26,7 +27,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_platform_template.device import AttentionKernels, KernelTable, TemplateDevice
+from vllm_platform_template.device import (
+    LORA_PUNICA_WRAPPER,
+    AttentionKernels,
+    KernelTable,
+    TemplateDevice,
+)
 from vllm_platform_template.devices.gpu import kernels
 from vllm_platform_template.devices.gpu.availability import graph_api
 from vllm_platform_template.devices.gpu.identity import ACCELERATOR_GRAPH, IDENTITY
@@ -78,6 +84,7 @@ DEVICE = TemplateDevice(
     fused_add_rms_norm_inplace=False,  # the reference returns new tensors
     graph_backend=graph_backend,
     attention=attention_kernels,
+    punica_wrapper=LORA_PUNICA_WRAPPER,  # LoRA's operators in plain torch
     # With torch.accelerator.Graph (identity.py names it; the extension registers it), the
     # device records whole decode steps in the V1 runner (graph_wrapper/full.py) where the
     # attention kernels allow it.

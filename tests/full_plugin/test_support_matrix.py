@@ -3,7 +3,7 @@
 The page is rendered from ``docs/support-matrix.json`` alone (``tools/support_matrix.py``),
 the record of each device's run: every committed row must be what that record renders.
 The CPU column's record must be this session's (the check runs after every feature test,
-``after_features``): every feature ``shared/test_features.py`` and ``test_lora.py``
+``after_features``): every feature ``shared/test_features.py``
 decided on the CPU has the committed cell, and every committed CPU row was decided by
 this session.
 """
@@ -22,7 +22,7 @@ import support_matrix
 
 REGENERATE = (
     "regenerate it: SUPPORT_MATRIX_RESULTS=cpu.json pytest -m e2e "
-    "tests/shared/test_features.py tests/full_plugin/test_lora.py, "
+    "tests/shared/test_features.py, "
     "then python tools/support_matrix.py --cpu cpu.json"
 )
 
@@ -42,7 +42,7 @@ def test_every_committed_row_is_what_its_run_recorded() -> None:
 def test_the_committed_cpu_column_is_what_the_feature_tests_found(request) -> None:
     results = request.config.stash.get(feature_matrix.RESULTS, {}).get("cpu")
     if not results:
-        pytest.skip("no feature test ran on the CPU in this session (test_features, test_lora)")
+        pytest.skip("no feature test ran on the CPU in this session (test_features)")
     found = feature_matrix.cell_texts(feature_matrix.cells(results))
     record = json.loads(support_matrix.RECORD.read_text())
     committed = feature_matrix.cell_texts(record["columns"]["cpu"]["features"])

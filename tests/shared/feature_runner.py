@@ -3,7 +3,7 @@
     python tests/shared/feature_runner.py DEVICE ENGINE [--late-output-thread]
                         # DEVICE: a template device type (VLLM_TEMPLATE_DEVICE) or stock
 
-``ENGINE`` picks the engine and the features it serves (fp32, eager, seeded):
+``ENGINE`` picks the engine and the features it serves (fp32, seeded, eager but where said):
 
 - ``generate``: prefix caching and chunked prefill on (``max_num_batched_tokens`` 64, so
   a 300-token prompt is prefilled in chunks): structured output (JSON schema, regex,
@@ -15,7 +15,13 @@
   and the acceptance counts vLLM reports;
 - ``pooling``: the same checkpoint as an embedding model (``runner="pooling"``): the
   embedding vectors of two prompts;
-- ``sleep``: ``enable_sleep_mode``: the engine's answer, or the error that refused it.
+- ``sleep``: ``enable_sleep_mode``: the engine's answer, or the error that refused it;
+- ``lora``: ``enable_lora`` with two rank-8 PEFT adapters the runner writes (seeded, on
+  every layer's q_proj and v_proj, large enough to change greedy tokens), in the
+  platform's default graph mode: each request alone (the base model, then each adapter),
+  the base model and both adapters in one batch, the adapters swapped over the prompts;
+  and the punica wrapper vLLM chose, the LoRA layers that wrap the model, the graph mode
+  and how many of the template's graphs replayed.
 
 Prints one JSON line: the platform and its device type, the engine's answers per feature
 (token ids, texts, vectors rounded to 1e-5, counts), or the error that refused the
@@ -37,8 +43,12 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
+import shutil
 import sys
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 PROMPT = "It is a truth universally acknowledged,"
@@ -52,7 +62,12 @@ ENGINE_ARGS: dict[str, dict[str, Any]] = {
               "disable_log_stats": False},
     "pooling": {"runner": "pooling"},
     "sleep": {"enable_sleep_mode": True},
+    # graphs as the platform chooses them: LoRA's operators inside recorded steps
+    "lora": {"enable_lora": True, "max_loras": 2, "max_lora_rank": 8, "enforce_eager": False,
+             "enable_prefix_caching": False},
 }  # fmt: skip
+LORA_PROMPTS = [PROMPT, "Elizabeth walked on"]
+LORA_RANK = 8
 # vLLM 0.32's SyncMPClient output thread (vllm/v1/engine/core_client.py)
 OUTPUT_THREAD = "EngineCoreOutputQueueThread"
 EXIT_LINE = "output threads alive as the interpreter finalizes:"
@@ -162,8 +177,84 @@ def sleep_features(llm: Any) -> dict[str, Any]:
     return {"sleep_tokens": [before, _ids(llm.generate([PROMPT], params, use_tqdm=False))]}
 
 
+def write_adapter(model_dir: Path, out: Path, seed: int) -> Path:
+    """A PEFT LoRA adapter of the tiny model: q_proj and v_proj of every layer."""
+    import torch
+    from safetensors.torch import save_file
+
+    config = json.loads((model_dir / "config.json").read_text())
+    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+    head_dim = config.get("head_dim") or hidden // config["num_attention_heads"]
+    outputs = {"q_proj": config["num_attention_heads"] * head_dim,
+               "v_proj": config["num_key_value_heads"] * head_dim}  # fmt: skip
+    gen = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for layer in range(layers):
+        for proj, size in outputs.items():
+            name = f"base_model.model.model.layers.{layer}.self_attn.{proj}"
+            tensors[f"{name}.lora_A.weight"] = torch.randn(LORA_RANK, hidden, generator=gen) / 4
+            tensors[f"{name}.lora_B.weight"] = torch.randn(size, LORA_RANK, generator=gen) / 4
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out / "adapter_model.safetensors"))
+    (out / "adapter_config.json").write_text(json.dumps({
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": LORA_RANK,
+        "lora_alpha": 2 * LORA_RANK, "lora_dropout": 0.0, "bias": "none",
+        "fan_in_fan_out": False, "target_modules": sorted(outputs),
+        "base_model_name_or_path": str(model_dir),
+    }))  # fmt: skip
+    return out
+
+
+def lora_features(llm: Any) -> dict[str, Any]:
+    from vllm import SamplingParams
+    from vllm.lora.request import LoRARequest
+
+    model_dir = Path(llm.llm_engine.vllm_config.model_config.model)
+    folder = Path(tempfile.mkdtemp(prefix="lora-adapters-"))
+    try:
+        lora = [LoRARequest(f"adapter{i}", i, str(write_adapter(model_dir, folder / str(i), i)))
+                for i in (1, 2)]  # fmt: skip
+        params = SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)
+
+        def ids(prompts: list[str], requests: list[Any]) -> list[list[int]]:
+            return _ids(llm.generate(prompts, params, lora_request=requests, use_tqdm=False))
+
+        out = {
+            # each alone first: the base model, then each adapter, a batch each
+            "lora_alone": [ids(LORA_PROMPTS, [r] * len(LORA_PROMPTS)) for r in (None, *lora)],
+            # the base model and both adapters in one batch
+            "lora_mixed": ids(LORA_PROMPTS * 3, [None, None, lora[0], lora[0], lora[1], lora[1]]),
+            # the adapters swapped over the prompts, in another step
+            "lora_swapped": ids(LORA_PROMPTS, [lora[1], lora[0]]),
+        }
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    out.update(llm.collective_rpc(_lora_layers)[0])
+    out["graph_mode"] = str(llm.llm_engine.vllm_config.compilation_config.cudagraph_mode)
+    return out
+
+
+def _lora_layers(worker: Any) -> dict[str, Any]:
+    """The punica wrapper and the LoRA layer classes in the worker's model."""
+    runner = worker.model_runner
+    adapter_manager = getattr(getattr(runner, "lora_manager", None), "_adapter_manager", None)
+    wrappers = getattr(adapter_manager, "punica_wrapper_mapping", {}).values()
+    names = {type(m).__name__ for m in runner.get_model().modules()}
+    from vllm_platform_template.graph_wrapper.stats import FULL_STATS, STATS
+
+    return {
+        "punica_wrapper": sorted(
+            {f"{type(w).__module__}.{type(w).__qualname__}" for w in wrappers}
+        ),
+        "lora_layers": sorted(n for n in names if "WithLoRA" in n),
+        # the template's graphs replayed in this worker (stock's are not counted)
+        "graph_replays": sum(FULL_STATS.replays.values()) + sum(STATS.replays.values()),
+    }
+
+
 FEATURES = {"generate": generate_features, "ngram": ngram_features,
-            "pooling": pooling_features, "sleep": sleep_features}  # fmt: skip
+            "pooling": pooling_features, "sleep": sleep_features,
+            "lora": lora_features}  # fmt: skip
 
 
 def main(device: str, engine: str, late_output_thread: bool) -> None:
@@ -182,9 +273,9 @@ def main(device: str, engine: str, late_output_thread: bool) -> None:
     report: dict[str, Any] = {"engine": engine, "platform": type(current_platform).__name__,
                               "device_type": current_platform.device_type}  # fmt: skip
     try:
-        llm = LLM(model=str(model_dir), dtype="float32", seed=0, enforce_eager=True,
-                  max_model_len=512, kv_cache_memory_bytes=256 << 20,
-                  **ENGINE_ARGS[engine])  # fmt: skip
+        args = {"enforce_eager": True, **ENGINE_ARGS[engine]}
+        llm = LLM(model=str(model_dir), dtype="float32", seed=0, max_model_len=512,
+                  kv_cache_memory_bytes=256 << 20, **args)  # fmt: skip
     except Exception as exc:  # refused: the refusal is the answer
         report["refused"] = f"{type(exc).__name__}: {exc}"[:600]
         # a config check (vLLM's, or the platform's) raises ValueError (pydantic's
@@ -198,4 +289,6 @@ def main(device: str, engine: str, late_output_thread: bool) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[2] == "lora":  # collective_rpc(_lora_layers) sends a function
+        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
     main(sys.argv[1], sys.argv[2], "--late-output-thread" in sys.argv[3:])

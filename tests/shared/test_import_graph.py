@@ -153,8 +153,8 @@ def test_every_subpackage_has_a_layer() -> None:
     units = {_unit(module) for module in _modules()}
     assert units <= set(LAYERS), "place new subpackages in LAYERS (and the README table)"
     # a plugin made by `vllm-template new` may leave these out (the first-light shape:
-    # cli/new.py's FIRST_LIGHT_LEFT_OUT, the hand-fused model and LoRA's punica wrapper)
-    assert set(LAYERS) - units <= {"models", "lora"}, set(LAYERS) - units
+    # cli/new.py's FIRST_LIGHT_LEFT_OUT: the hand-fused model)
+    assert set(LAYERS) - units <= {"models"}, set(LAYERS) - units
 
 
 @pytest.mark.parametrize("src", sorted(LAYERS))

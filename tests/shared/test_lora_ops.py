@@ -1,17 +1,18 @@
-"""The LoRA operators of ``reference_kernels/lora.py`` and the platforms' LoRA hook.
+"""The LoRA operators of ``reference_kernels/lora.py``, which the punica wrapper
+(``lora/punica.py``) runs on any device torch drives.
 
 Against a token-by-token loop of vLLM's semantics, with slot -1 ("no adapter") left
-alone; vLLM 0.32's own torch op gives such a token the last slot's adapter, which the
-last test shows (the bug the template's punica wrapper avoids). A device folder
-without a punica wrapper refuses ``enable_lora`` when vLLM checks the config.
+alone; vLLM 0.32's own torch op gives such a token the last slot's adapter, which a
+test shows (the bug the template's punica wrapper avoids). On the PrivateUse1 test
+device the operators are recorded in a device graph, which refuses any operator whose
+output size depends on data, and replayed with another batch's adapter slots.
 """
 
 from __future__ import annotations
 
-import types
-
 import pytest
 import torch
+from test_device_child import run_with_test_device
 
 from vllm_platform_template.reference_kernels import lora as ops
 
@@ -75,13 +76,44 @@ def test_vllms_cpu_op_gives_a_token_without_adapter_the_last_slot() -> None:
     assert torch.equal(ours, torch.zeros(1, RANK))
 
 
-def test_a_folder_without_a_punica_wrapper_refuses_lora_at_config_time() -> None:
-    from vllm_platform_template.devices.cpu.platform import TemplateCpuPlatform
-    from vllm_platform_template.devices.gpu.platform import TemplateGpuPlatform
+def test_a_device_graph_records_the_operators_and_replays_them_for_other_slots() -> None:
+    """Captured with one batch's slots (a token without adapter among them), replayed with
+    another's: each replay equals the loop of vLLM's semantics on the CPU."""
+    pytest.importorskip("npu_test_device")
+    found = run_with_test_device(
+        f"""
+        import json, torch
+        from vllm_platform_template.reference_kernels import lora as ops
+        gen = torch.Generator().manual_seed(4)
+        a = torch.randn({SLOTS}, 1, {RANK}, {HIDDEN}, generator=gen)
+        b = torch.randn({SLOTS}, 1, {OUT}, {RANK}, generator=gen)
+        x = torch.randn(5, {HIDDEN}, generator=gen)
+        batches = [[0, -1, 2, 1, -1], [2, 2, -1, 0, 1], [-1, -1, -1, -1, -1]]
 
-    config = types.SimpleNamespace(lora_config=object())
-    with pytest.raises(ValueError, match="names no punica_wrapper"):
-        TemplateGpuPlatform._check_lora(config)  # type: ignore[arg-type]
-    TemplateGpuPlatform._check_lora(types.SimpleNamespace(lora_config=None))  # type: ignore[arg-type]
-    TemplateCpuPlatform._check_lora(config)  # type: ignore[arg-type]
-    assert TemplateCpuPlatform.get_punica_wrapper().endswith("lora.punica.TemplatePunicaWrapper")
+        def expected(slots):
+            y = torch.ones(5, {OUT})
+            for t, slot in enumerate(slots):
+                if slot >= 0:
+                    y[t] += (0.5 * x[t] @ a[slot, 0].T) @ b[slot, 0].T
+            return y
+
+        dev = dict(device="npu")
+        a_d, b_d, x_d = a.to(**dev), b.to(**dev), x.to(**dev)
+        indices = torch.tensor(batches[0], **dev)
+        buffer = torch.empty(5, {RANK}, **dev)
+        y = torch.ones(5, {OUT}, **dev)
+        stream, graph = torch.Stream(**dev), torch.accelerator.Graph()
+        with stream, graph:
+            ops.shrink(x_d, a_d, buffer, indices, 0.5)
+            ops.expand(buffer, b_d, y, indices)
+        replays = []
+        for slots in batches:
+            indices.copy_(torch.tensor(slots, **dev))
+            y.fill_(1.0)
+            graph.replay()
+            replays.append(torch.allclose(y.cpu(), expected(slots), atol=1e-5))
+        print(json.dumps({{"replays": replays}}))
+        """,
+        NPU_TEST_DEVICE_NAME="npu",
+    )
+    assert found["replays"] == [True, True, True]

@@ -69,7 +69,7 @@ class TemplatePunicaWrapper(PunicaWrapperCPU):
     ) -> None:
         """``y += (x @ A^T * scale) @ B^T`` per sampled row (vLLM's semantics)."""
         y2, x2 = y.view(-1, y.shape[-1]), x.view(-1, x.shape[-1])
-        if buffer is None:  # float32, as vLLM's Triton op
+        if buffer is None:  # float32, as vLLM's own punica ops keep it
             buffer = torch.zeros((x2.size(0), lora_b_stacked.size(-1)), dtype=torch.float32,
                                  device=x2.device)  # fmt: skip
         ops.shrink(x2, lora_a_stacked, buffer, self.sampler_indices, scale)

@@ -138,8 +138,6 @@ FIRST_LIGHT_LEFT_OUT = (
     Entry("tools/support_matrix.py", "the CPU backend's feature matrix (no CPU backend here)"),
     Entry("docs/support-matrix.md", "that matrix"),
     Entry("docs/support-matrix.json", "the runs it is rendered from"),
-    Entry("vllm_platform_template/lora", "LoRA's punica wrapper (speed tier: first light refuses)"),
-    Entry("vllm_platform_template/reference_kernels/lora.py", "the LoRA operators it runs"),
     Entry("vllm_platform_template/devices/gpu/kernels", "the Triton kernels (speed tier)"),
     Entry("vllm_platform_template/devices/gpu/attention_kernels.py", "Triton attention (speed)"),
     Entry("vllm_platform_template/devices/gpu/graphs.py", "CUDA graphs (speed tier)"),
