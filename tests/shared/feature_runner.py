@@ -16,6 +16,10 @@
 - ``pooling``: the same checkpoint as an embedding model (``runner="pooling"``): the
   embedding vectors of two prompts;
 - ``sleep``: ``enable_sleep_mode``: the engine's answer, or the error that refused it;
+- ``classify``: the same checkpoint as a sequence classifier whose two labels are the LM
+  head's rows for ``No`` and ``Yes`` (vLLM's ``classifier_from_token``, as for LLM
+  rerankers): the class probability of two prompts (``LLM.classify``), a query scored
+  against two documents (``LLM.score``), and the token ids the classifier reads;
 - ``lora``: ``enable_lora`` with two rank-8 PEFT adapters the runner writes (seeded, on
   every layer's q_proj and v_proj, large enough to change greedy tokens), in the
   platform's default graph mode: each request alone (the base model, then each adapter),
@@ -54,6 +58,9 @@ from typing import Any
 PROMPT = "It is a truth universally acknowledged,"
 LONG_PROMPT = " ".join(["Elizabeth walked on, and said no more."] * 30)
 CHUNK_BUDGET = 64  # max_num_batched_tokens of the generate engine: a step's tokens at most
+# The checkpoint as a two-label classifier read from the LM head (single-token labels)
+CLASSIFIER = {"architectures": ["LlamaForSequenceClassification"],
+              "classifier_from_token": ["No", "Yes"], "method": "from_2_way_softmax"}  # fmt: skip
 ENGINE_ARGS: dict[str, dict[str, Any]] = {
     "generate": {"enable_prefix_caching": True, "enable_chunked_prefill": True,
                  "max_num_batched_tokens": CHUNK_BUDGET, "max_num_seqs": 8},
@@ -62,6 +69,7 @@ ENGINE_ARGS: dict[str, dict[str, Any]] = {
               "disable_log_stats": False},
     "pooling": {"runner": "pooling"},
     "sleep": {"enable_sleep_mode": True},
+    "classify": {"runner": "pooling", "hf_overrides": CLASSIFIER},
     # graphs as the platform chooses them: LoRA's operators inside recorded steps
     "lora": {"enable_lora": True, "max_loras": 2, "max_lora_rank": 8, "enforce_eager": False,
              "enable_prefix_caching": False},
@@ -177,6 +185,19 @@ def sleep_features(llm: Any) -> dict[str, Any]:
     return {"sleep_tokens": [before, _ids(llm.generate([PROMPT], params, use_tqdm=False))]}
 
 
+def classify_features(llm: Any) -> dict[str, Any]:
+    prompts = [PROMPT, "Elizabeth walked on"]
+    documents = ["Mr. Darcy is a gentleman of Derbyshire.", "The weather was fine."]
+    tokenizer = llm.get_tokenizer()
+    classified = llm.classify(prompts, use_tqdm=False)
+    scored = llm.score("Who is Mr. Darcy?", documents, use_tqdm=False)
+    return {"classify": [list(o.outputs.probs) for o in classified],
+            "classify_prompt_ids": [list(o.prompt_token_ids) for o in classified],
+            "classifier_token_ids": tokenizer.convert_tokens_to_ids(
+                CLASSIFIER["classifier_from_token"]),
+            "score": [o.outputs.score for o in scored]}  # fmt: skip
+
+
 def write_adapter(model_dir: Path, out: Path, seed: int) -> Path:
     """A PEFT LoRA adapter of the tiny model: q_proj and v_proj of every layer."""
     import torch
@@ -254,7 +275,7 @@ def _lora_layers(worker: Any) -> dict[str, Any]:
 
 FEATURES = {"generate": generate_features, "ngram": ngram_features,
             "pooling": pooling_features, "sleep": sleep_features,
-            "lora": lora_features}  # fmt: skip
+            "classify": classify_features, "lora": lora_features}  # fmt: skip
 
 
 def main(device: str, engine: str, late_output_thread: bool) -> None:

@@ -7,7 +7,8 @@ in a first-light plugin's CI). One engine per feature group and platform
 stock's started side by side: structured output (JSON schema, regex, choice), prefix
 caching, chunked prefill, prompt logprobs, ``n=2`` seeded sampling and stop strings on
 one engine; n-gram speculative decoding; embeddings (``runner="pooling"``); sleep mode;
-LoRA (two adapters, mixed in one batch and swapped, in the platform's default graph mode).
+classification and scoring (the LM head's ``No``/``Yes`` rows as a classifier); LoRA (two
+adapters, mixed in one batch and swapped, in the platform's default graph mode).
 
 Stock vLLM runs on its own platform for this machine. Where that is the device's own
 (the CPU backend against vLLM's CPU platform) the template's answer must equal stock's
@@ -51,7 +52,7 @@ from vllm_platform_template.platform_hooks.entry_point import (
 pytestmark = pytest.mark.e2e
 
 RUNNER = Path(__file__).with_name("feature_runner.py")
-ENGINES = ("generate", "ngram", "pooling", "sleep", "lora")
+ENGINES = ("generate", "ngram", "pooling", "sleep", "classify", "lora")
 TIMEOUT_S = 900
 STOCK = "stock"
 # The template devices this machine has (the entry point's own judgement of each folder).
@@ -271,6 +272,41 @@ def test_embeddings(reports) -> None:
         pairs = zip(vectors, reference, strict=True)
         worst = max(abs(a - b) for v, r in pairs for a, b in zip(v, r, strict=True))
         assert worst <= VECTOR_TOLERANCE, worst
+
+
+@pytest.fixture(scope="module")
+def hf_model(tiny_model_dir: Path) -> Any:
+    """The embedded model in transformers (fp32, CPU): the classifier's reference."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+
+
+@pytest.mark.feature("classification and scoring")
+@_unless_refused
+def test_classification_and_scoring(reports, hf_model) -> None:
+    """Class probabilities and scores within :data:`VECTOR_TOLERANCE` of stock's (a
+    pooler's float, not a token), and the classifier is what it names: at each prompt's
+    last token, transformers' softmax over the LM head's ``No`` and ``Yes`` logits."""
+    import torch
+
+    ours, stock, _ = reports("classify")
+    found = [*(p for probs in ours["classify"] for p in probs), *ours["score"]]
+    reference = [*(p for probs in stock["classify"] for p in probs), *stock["score"]]
+    assert len(found) == len(reference) == 4, (ours, stock)
+    worst = max(abs(a - b) for a, b in zip(found, reference, strict=True))
+    assert worst <= VECTOR_TOLERANCE, (found, reference)
+    assert all(0 < score < 1 for score in ours["score"])
+    labels = ours["classifier_token_ids"]
+    with torch.no_grad():
+        for ids, probs in zip(ours["classify_prompt_ids"], ours["classify"], strict=True):
+            logits = hf_model(torch.tensor([ids])).logits[0, -1, labels]
+            expected = torch.softmax(logits, dim=0)[1].item()
+            assert len(probs) == 1 and abs(probs[0] - expected) <= VECTOR_TOLERANCE, (
+                probs,
+                expected,
+            )
 
 
 @pytest.mark.feature("sleep mode")

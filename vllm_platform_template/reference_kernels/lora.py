@@ -11,10 +11,10 @@ and ``i == -1`` means "no adapter": the token's output is left as it is (shrink 
 zeros: vLLM's compiled kernels skip such rows of their zeroed buffer). vLLM 0.32's torch
 ops gather ``weights[indices]`` and so give a ``-1`` token the **last** slot's adapter:
 a request without LoRA batched beside LoRA requests gets an adapter's delta
-(vllm-project/vllm PRs #48421 and #49656, open). Here every token's product is computed (a ``-1`` token
-reads slot 0) and the ``-1`` rows are masked out of the result: no operator whose output
-size depends on the indices' values, so a device graph can record these operators and
-replay them with another batch's indices.
+(vllm-project/vllm PRs #48421 and #49656, open). Here every token's product is computed
+(a ``-1`` token reads slot 0) and the ``-1`` rows are masked out of the result: no
+operator whose output size depends on the indices' values, so a device graph can record
+these operators and replay them with another batch's indices.
 
 Prefill (vLLM's ``sgmv``) is the same per token, each sequence's slot repeated over its
 tokens. No vLLM import: the punica wrapper (``lora/punica.py``) calls these.
