@@ -13,9 +13,15 @@
   seed's answer again), stop strings;
 - ``ngram``: speculative decoding with vLLM's n-gram proposer (3 tokens), greedy tokens
   and the acceptance counts vLLM reports;
+- ``draft``: the same with a draft model, the embedded ``tiny-draft`` (tiny's first
+  layer, its embeddings and LM head);
 - ``pooling``: the same checkpoint as an embedding model (``runner="pooling"``): the
   embedding vectors of two prompts;
 - ``sleep``: ``enable_sleep_mode``: the engine's answer, or the error that refused it;
+- ``offload``: prefix caching with the KV cache offloaded to host memory
+  (``kv_offloading_size``, vLLM's own offloading connector) and a device cache of 64
+  blocks: a long prompt, then prompts that evict its blocks from the device, then the
+  long prompt again (its tokens, and how many came from the cache);
 - ``classify``: the same checkpoint as a sequence classifier whose two labels are the LM
   head's rows for ``No`` and ``Yes`` (vLLM's ``classifier_from_token``, as for LLM
   rerankers): the class probability of two prompts (``LLM.classify``), a query scored
@@ -58,6 +64,8 @@ from typing import Any
 PROMPT = "It is a truth universally acknowledged,"
 LONG_PROMPT = " ".join(["Elizabeth walked on, and said no more."] * 30)
 CHUNK_BUDGET = 64  # max_num_batched_tokens of the generate engine: a step's tokens at most
+# One KV block of the tiny model: 16 tokens x 2 layers x K and V x 2 KV heads x 64 x fp32
+OFFLOAD_BLOCK_BYTES = 16 * 2 * 2 * 2 * 64 * 4
 # The checkpoint as a two-label classifier read from the LM head (single-token labels)
 CLASSIFIER = {"architectures": ["LlamaForSequenceClassification"],
               "classifier_from_token": ["No", "Yes"], "method": "from_2_way_softmax"}  # fmt: skip
@@ -67,12 +75,18 @@ ENGINE_ARGS: dict[str, dict[str, Any]] = {
     "ngram": {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3,
                                      "prompt_lookup_max": 4, "prompt_lookup_min": 2},
               "disable_log_stats": False},
+    "draft": {"speculative_config": {"method": "draft_model", "num_speculative_tokens": 3},
+              "disable_log_stats": False},
     "pooling": {"runner": "pooling"},
     "sleep": {"enable_sleep_mode": True},
+    # 64 blocks of 16 tokens on the device: three 272-token prompts evict a fourth
+    "offload": {"kv_offloading_size": 0.01, "enable_prefix_caching": True,
+                "kv_cache_memory_bytes": 64 * OFFLOAD_BLOCK_BYTES},
     "classify": {"runner": "pooling", "hf_overrides": CLASSIFIER},
-    # graphs as the platform chooses them: LoRA's operators inside recorded steps
+    # graphs as the platform chooses them: LoRA's operators inside recorded steps (batches
+    # of at most 8: graphs of 1, 2, 4 and 8 tokens, not vLLM's 70 sizes)
     "lora": {"enable_lora": True, "max_loras": 2, "max_lora_rank": 8, "enforce_eager": False,
-             "enable_prefix_caching": False},
+             "enable_prefix_caching": False, "max_num_seqs": 8},
 }  # fmt: skip
 LORA_PROMPTS = [PROMPT, "Elizabeth walked on"]
 LORA_RANK = 8
@@ -157,7 +171,7 @@ def generate_features(llm: Any) -> dict[str, Any]:
     return out
 
 
-def ngram_features(llm: Any) -> dict[str, Any]:
+def speculation_features(llm: Any) -> dict[str, Any]:
     from vllm import SamplingParams
 
     prompts = [LONG_PROMPT[:200], PROMPT]
@@ -166,7 +180,7 @@ def ngram_features(llm: Any) -> dict[str, Any]:
     metrics = {m.name: getattr(m, "value", None) for m in llm.get_metrics()
                if m.name.startswith("vllm:spec_decode")}  # fmt: skip
     prompt_ids = [list(o.prompt_token_ids) for o in outputs]
-    return {"ngram_tokens": _ids(outputs), "ngram_prompt_ids": prompt_ids,
+    return {"spec_tokens": _ids(outputs), "spec_prompt_ids": prompt_ids,
             "spec_decode_metrics": metrics}  # fmt: skip
 
 
@@ -183,6 +197,19 @@ def sleep_features(llm: Any) -> dict[str, Any]:
     llm.sleep(level=1)
     llm.wake_up()
     return {"sleep_tokens": [before, _ids(llm.generate([PROMPT], params, use_tqdm=False))]}
+
+
+def offload_features(llm: Any) -> dict[str, Any]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=16)
+    first = llm.generate([LONG_PROMPT], params, use_tqdm=False)[0]
+    for word in ("Jane", "Lydia", "Kitty"):  # other long prompts take the device's blocks
+        llm.generate([LONG_PROMPT.replace("Elizabeth", word)], params, use_tqdm=False)
+    again = llm.generate([LONG_PROMPT], params, use_tqdm=False)[0]
+    return {"offload": {"tokens": [list(o.outputs[0].token_ids) for o in (first, again)],
+                        "prompt_tokens": len(again.prompt_token_ids),
+                        "cached_again": again.num_cached_tokens}}  # fmt: skip
 
 
 def classify_features(llm: Any) -> dict[str, Any]:
@@ -273,9 +300,11 @@ def _lora_layers(worker: Any) -> dict[str, Any]:
     }
 
 
-FEATURES = {"generate": generate_features, "ngram": ngram_features,
+FEATURES = {"generate": generate_features, "ngram": speculation_features,
+            "draft": speculation_features,
             "pooling": pooling_features, "sleep": sleep_features,
-            "classify": classify_features, "lora": lora_features}  # fmt: skip
+            "offload": offload_features, "classify": classify_features,
+            "lora": lora_features}  # fmt: skip
 
 
 def main(device: str, engine: str, late_output_thread: bool) -> None:
@@ -294,9 +323,11 @@ def main(device: str, engine: str, late_output_thread: bool) -> None:
     report: dict[str, Any] = {"engine": engine, "platform": type(current_platform).__name__,
                               "device_type": current_platform.device_type}  # fmt: skip
     try:
-        args = {"enforce_eager": True, **ENGINE_ARGS[engine]}
-        llm = LLM(model=str(model_dir), dtype="float32", seed=0, max_model_len=512,
-                  kv_cache_memory_bytes=256 << 20, **args)  # fmt: skip
+        args = {"enforce_eager": True, "kv_cache_memory_bytes": 256 << 20, **ENGINE_ARGS[engine]}
+        if engine == "draft":  # the draft model's directory, written on first use
+            draft = str(ensure_model("tiny-draft"))
+            args["speculative_config"] = {**args["speculative_config"], "model": draft}
+        llm = LLM(model=str(model_dir), dtype="float32", seed=0, max_model_len=512, **args)
     except Exception as exc:  # refused: the refusal is the answer
         report["refused"] = f"{type(exc).__name__}: {exc}"[:600]
         # a config check (vLLM's, or the platform's) raises ValueError (pydantic's

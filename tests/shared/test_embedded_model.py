@@ -193,6 +193,25 @@ def test_tiny_moe_is_the_trained_mixtral(tmp_path) -> None:
     assert record["preset"] == "tiny-moe" and record["parameters"] == preset.num_parameters()
 
 
+def test_tiny_draft_is_tinys_first_layer(tmp_path) -> None:
+    """The draft model: tiny's embeddings, first layer, final norm and LM head, byte for
+    byte, with tiny's tokenizer; transformers loads it as a one-layer Llama, every weight
+    used."""
+    from transformers import AutoModelForCausalLM
+
+    tiny = load_file(str(write_model("tiny", tmp_path / "tiny") / "model.safetensors"))
+    draft_dir = write_model("tiny-draft", tmp_path / "draft")
+    draft = load_file(str(draft_dir / "model.safetensors"))
+    assert draft.keys() == {k for k in tiny if not k.startswith("model.layers.1.")}
+    assert all(torch.equal(draft[k], tiny[k]) for k in draft)
+    assert (draft_dir / "tokenizer.json").read_bytes() == (
+        tmp_path / "tiny" / "tokenizer.json"
+    ).read_bytes()
+    model = AutoModelForCausalLM.from_pretrained(draft_dir, dtype=torch.float32)
+    assert model.config.num_hidden_layers == 1
+    assert sum(p.numel() for p in model.parameters()) == PRESETS["tiny-draft"].num_parameters()
+
+
 def test_the_cli_offers_every_preset() -> None:
     """``tiny-model`` and ``demo`` list the sizes without importing the presets (their
     --help needs only the standard library): the lists must not drift."""

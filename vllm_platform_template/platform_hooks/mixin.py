@@ -65,6 +65,10 @@ if TYPE_CHECKING:
 logger = get_logger(__name__)
 # vLLM's variable for how it starts its engine and worker processes (fork or spawn).
 START_METHOD_ENV = "VLLM_WORKER_MULTIPROC_METHOD"
+# vLLM's connectors that offload the KV cache to host memory (``kv_offloading_size`` picks
+# one); their workers copy blocks only on the platforms vLLM calls CUDA-alike or XPU
+# (vllm/v1/kv_offload/cpu/spec.py, vllm/v1/simple_kv_offload/worker.py: torch.cuda streams)
+OFFLOADING_CONNECTORS = ("OffloadingConnector", "SimpleCPUOffloadConnector")
 
 _version_problem = vllm_version_problem(installed_vllm())
 if _version_problem is not None:
@@ -225,6 +229,7 @@ class TemplatePlatformMixin:
         requested_backend = cc.backend
         capture_sizes = list(cc.cudagraph_capture_sizes or [])
         cls._check_lora(vllm_config)
+        cls._check_kv_offloading(vllm_config)
         super().check_and_update_config(vllm_config)  # type: ignore[misc]
         cls._choose_start_method()
         cls._update_worker(vllm_config)
@@ -257,6 +262,23 @@ class TemplatePlatformMixin:
         """``enable_lora`` without a punica wrapper: refused now, not at engine start."""
         if vllm_config.lora_config is not None and cls.template_device.punica_wrapper is None:
             raise ValueError(cls._no_lora_reason())
+
+    @classmethod
+    def _check_kv_offloading(cls, vllm_config: VllmConfig) -> None:
+        """KV-cache offloading where vLLM's offloading worker cannot run: refused now, not
+        when the worker dies at engine start (as it does on stock vLLM CPU)."""
+        cache, transfer = vllm_config.cache_config, vllm_config.kv_transfer_config
+        asked = cache.kv_offloading_size is not None and cache.kv_offloading_backend == "native"
+        asked = asked or (transfer is not None and transfer.kv_connector in OFFLOADING_CONNECTORS)
+        # (vLLM's own test: Platform.is_cuda_alike() or is_xpu(), instance methods)
+        if asked and cls._enum not in (PlatformEnum.CUDA, PlatformEnum.ROCM, PlatformEnum.XPU):
+            raise ValueError(
+                "KV-cache offloading to host memory (kv_offloading_size, or one of vLLM's "
+                f"{', '.join(OFFLOADING_CONNECTORS)}) was asked for, but vLLM's offloading "
+                "worker copies KV blocks only on CUDA-alike and XPU platforms "
+                f"(vllm/v1/kv_offload/cpu/spec.py) and {cls.__name__} is neither: start the "
+                "engine without it"
+            )
 
     @classmethod
     def _choose_start_method(cls) -> None:

@@ -62,8 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--size",
         default="tiny",
-        choices=("tiny", "tiny-moe", "small"),
-        help="embedded model (tiny-moe: the mixture-of-experts one)",
+        choices=("tiny", "tiny-draft", "tiny-moe", "small"),
+        help="embedded model (tiny-moe: the mixture-of-experts one; tiny-draft: tiny's first "
+        "layer, the draft model for speculative decoding)",
     )
     parser.add_argument(
         "--quantized",

@@ -8,7 +8,8 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # the presets' names (embedded_model.presets; --help needs no torch)
-    parser.add_argument("--size", default="tiny", choices=("tiny", "tiny-moe", "small"))
+    sizes = ("tiny", "tiny-draft", "tiny-moe", "small")
+    parser.add_argument("--size", default="tiny", choices=sizes)
     parser.add_argument("--out", type=Path, help="directory to write (default: the cache)")
     parser.add_argument(
         "--quantized",

@@ -57,6 +57,19 @@ PRESETS: dict[str, ModelPreset] = {
         max_position_embeddings=1024,
         dtype="float32",
     ),
+    # The draft model for speculative decoding: tiny's first layer, its embeddings, final
+    # norm and LM head (trained.py takes them from tiny's weights); tiny's tokenizer.
+    "tiny-draft": ModelPreset(
+        name="tiny-draft",
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=2048,
+        max_position_embeddings=1024,
+        dtype="float32",
+    ),
     # The mixture-of-experts model (Mixtral architecture): tiny's tokenizer, four experts
     # per layer, each token routed to two; small enough to commit (about 2 MiB as fp16),
     # trained on the same text as tiny (trained.py).

@@ -1,4 +1,5 @@
-"""The committed results of training ``tiny`` and ``tiny-moe``.
+"""The committed results of training ``tiny`` and ``tiny-moe`` (and ``tiny-draft``, cut
+from tiny's).
 
 Trained by the vllm-platform-template project's ``tools/train_tiny_model.py`` (its
 training text extracted by the vllm-platform-template project's
@@ -23,13 +24,20 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 TRAINED_DIR = Path(__file__).with_name("trained")
-TRAINED_PRESETS = ("tiny", "tiny-moe")
+TRAINED_PRESETS = ("tiny", "tiny-moe", "tiny-draft")
+# Presets cut from another's trained weights: its first layers, embeddings, final norm and
+# LM head (a draft model for speculative decoding; no training of its own).
+FIRST_LAYERS_OF = {"tiny-draft": ("tiny", 1)}
 # The preset whose committed tokenizer a preset uses (tiny-moe was trained with tiny's).
-TOKENIZER_OF = {"tiny-moe": "tiny"}
+TOKENIZER_OF = {"tiny-moe": "tiny", "tiny-draft": "tiny"}
+
+
+def _weights_of(name: str) -> str:
+    return FIRST_LAYERS_OF[name][0] if name in FIRST_LAYERS_OF else name
 
 
 def weights_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
-    return root / f"{name}.safetensors"
+    return root / f"{_weights_of(name)}.safetensors"
 
 
 def tokenizer_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
@@ -37,7 +45,7 @@ def tokenizer_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
 
 
 def training_record_path(root: Path = TRAINED_DIR, name: str = "tiny") -> Path:
-    return root / f"{name}_training.json"
+    return root / f"{_weights_of(name)}_training.json"
 
 
 def is_trained(name: str) -> bool:
@@ -53,7 +61,17 @@ def load_state_dict(name: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
             f"trained weights {path} are missing; reinstall the package (the "
             "vllm-platform-template project's tools/train_tiny_model.py recreates them)"
         )
-    return {k: v.to(dtype).contiguous() for k, v in load_file(str(path)).items()}
+    state = {k: v.to(dtype).contiguous() for k, v in load_file(str(path)).items()}
+    if name in FIRST_LAYERS_OF:
+        kept = FIRST_LAYERS_OF[name][1]
+        state = {k: v for k, v in state.items() if _layer(k) < kept}
+    return state
+
+
+def _layer(key: str) -> int:
+    """The decoder layer a weight belongs to (``model.layers.N.``); -1 for the others."""
+    parts = key.split(".")
+    return int(parts[2]) if parts[:2] == ["model", "layers"] else -1
 
 
 def load_tokenizer(name: str) -> Tokenizer:
