@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -42,34 +42,26 @@ class ModelPreset:
         return self.num_hidden_layers * per_layer + 2 * self.vocab_size * h + h
 
 
+# The demo's and the tests' model: two layers, grouped-query attention, fp32 so that
+# stock vLLM, the plugin and transformers agree token for token; its weights are trained
+# on Austen's novels (trained.py).
+TINY = ModelPreset(
+    name="tiny",
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=2048,
+    max_position_embeddings=1024,
+    dtype="float32",
+)
+
 PRESETS: dict[str, ModelPreset] = {
-    # The demo's and the tests' model: two layers, grouped-query attention, fp32 so
-    # that stock vLLM, the plugin and transformers agree token for token; its
-    # weights are trained on Austen's novels (trained.py).
-    "tiny": ModelPreset(
-        name="tiny",
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=2048,
-        max_position_embeddings=1024,
-        dtype="float32",
-    ),
+    "tiny": TINY,
     # The draft model for speculative decoding: tiny's first layer, its embeddings, final
     # norm and LM head (trained.py takes them from tiny's weights); tiny's tokenizer.
-    "tiny-draft": ModelPreset(
-        name="tiny-draft",
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=2048,
-        max_position_embeddings=1024,
-        dtype="float32",
-    ),
+    "tiny-draft": replace(TINY, name="tiny-draft", num_hidden_layers=1),
     # The mixture-of-experts model (Mixtral architecture): tiny's tokenizer, four experts
     # per layer, each token routed to two; small enough to commit (about 2 MiB as fp16),
     # trained on the same text as tiny (trained.py).
