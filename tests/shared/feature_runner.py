@@ -63,6 +63,9 @@ from typing import Any
 
 PROMPT = "It is a truth universally acknowledged,"
 LONG_PROMPT = " ".join(["Elizabeth walked on, and said no more."] * 30)
+# Two short prompts, for the engines that answer a pair (embeddings, classes, LoRA)
+PROMPTS = [PROMPT, "Elizabeth walked on"]
+LORA_RANK = 8
 CHUNK_BUDGET = 64  # max_num_batched_tokens of the generate engine: a step's tokens at most
 # One KV block of the tiny model: 16 tokens x 2 layers x K and V x 2 KV heads x 64 x fp32
 OFFLOAD_BLOCK_BYTES = 16 * 2 * 2 * 2 * 64 * 4
@@ -85,11 +88,9 @@ ENGINE_ARGS: dict[str, dict[str, Any]] = {
     "classify": {"runner": "pooling", "hf_overrides": CLASSIFIER},
     # graphs as the platform chooses them: LoRA's operators inside recorded steps (batches
     # of at most 8: graphs of 1, 2, 4 and 8 tokens, not vLLM's 70 sizes)
-    "lora": {"enable_lora": True, "max_loras": 2, "max_lora_rank": 8, "enforce_eager": False,
-             "enable_prefix_caching": False, "max_num_seqs": 8},
+    "lora": {"enable_lora": True, "max_loras": 2, "max_lora_rank": LORA_RANK,
+             "enforce_eager": False, "enable_prefix_caching": False, "max_num_seqs": 8},
 }  # fmt: skip
-LORA_PROMPTS = [PROMPT, "Elizabeth walked on"]
-LORA_RANK = 8
 # vLLM 0.32's SyncMPClient output thread (vllm/v1/engine/core_client.py)
 OUTPUT_THREAD = "EngineCoreOutputQueueThread"
 EXIT_LINE = "output threads alive as the interpreter finalizes:"
@@ -185,7 +186,7 @@ def speculation_features(llm: Any) -> dict[str, Any]:
 
 
 def pooling_features(llm: Any) -> dict[str, Any]:
-    outputs = llm.embed([PROMPT, "Elizabeth walked on"], use_tqdm=False)
+    outputs = llm.embed(PROMPTS, use_tqdm=False)
     return {"embeddings": [[round(x, 5) for x in o.outputs.embedding] for o in outputs]}
 
 
@@ -213,10 +214,9 @@ def offload_features(llm: Any) -> dict[str, Any]:
 
 
 def classify_features(llm: Any) -> dict[str, Any]:
-    prompts = [PROMPT, "Elizabeth walked on"]
     documents = ["Mr. Darcy is a gentleman of Derbyshire.", "The weather was fine."]
     tokenizer = llm.get_tokenizer()
-    classified = llm.classify(prompts, use_tqdm=False)
+    classified = llm.classify(PROMPTS, use_tqdm=False)
     scored = llm.score("Who is Mr. Darcy?", documents, use_tqdm=False)
     return {"classify": [list(o.outputs.probs) for o in classified],
             "classify_prompt_ids": [list(o.prompt_token_ids) for o in classified],
@@ -269,11 +269,11 @@ def lora_features(llm: Any) -> dict[str, Any]:
 
         out = {
             # each alone first: the base model, then each adapter, a batch each
-            "lora_alone": [ids(LORA_PROMPTS, [r] * len(LORA_PROMPTS)) for r in (None, *lora)],
+            "lora_alone": [ids(PROMPTS, [r] * len(PROMPTS)) for r in (None, *lora)],
             # the base model and both adapters in one batch
-            "lora_mixed": ids(LORA_PROMPTS * 3, [None, None, lora[0], lora[0], lora[1], lora[1]]),
+            "lora_mixed": ids(PROMPTS * 3, [None, None, lora[0], lora[0], lora[1], lora[1]]),
             # the adapters swapped over the prompts, in another step
-            "lora_swapped": ids(LORA_PROMPTS, [lora[1], lora[0]]),
+            "lora_swapped": ids(PROMPTS, [lora[1], lora[0]]),
         }
     finally:
         shutil.rmtree(folder, ignore_errors=True)

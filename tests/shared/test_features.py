@@ -76,9 +76,15 @@ def _start(device: str, engine: str, cache: Path) -> subprocess.Popen:
     )
 
 
-def _refused_at_config(proc: subprocess.CompletedProcess) -> bool:
+def _printed(proc: subprocess.CompletedProcess) -> dict[str, Any] | None:
+    """The report a runner printed (its last stdout line), None if it printed none."""
     lines = proc.stdout.strip().splitlines()
-    return bool(lines) and json.loads(lines[-1]).get("refused_at") == "config"
+    return json.loads(lines[-1]) if lines else None
+
+
+def _refused_at_config(proc: subprocess.CompletedProcess) -> bool:
+    report = _printed(proc)
+    return report is not None and report.get("refused_at") == "config"
 
 
 def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
@@ -152,10 +158,10 @@ def _answer(runs: dict, engine: str, device: str) -> dict[str, Any]:
     """The report a runner printed, whatever its exit status (the exit tests judge that)."""
     proc = runs[engine][device]
     assert proc is not None, f"the {device} {engine} runner was stopped"
-    lines = proc.stdout.strip().splitlines()
-    if not lines:
+    report = _printed(proc)
+    if report is None:
         pytest.fail(f"the {device} {engine} runner printed no answer:\n{proc.stderr[-5000:]}")
-    return json.loads(lines[-1])
+    return report
 
 
 class Refused(Exception):
