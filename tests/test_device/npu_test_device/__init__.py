@@ -54,6 +54,7 @@ build again.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import hashlib
@@ -181,6 +182,20 @@ def register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     collectives.register()
+    atexit.register(_finish_queued_work)
+
+
+def _finish_queued_work() -> None:
+    """At exit, the streams' queued work runs to its end first, as a GPU's context waits
+    for its kernels when the process ends: a stream's thread that takes the GIL while the
+    interpreter finalizes aborts the process."""
+    import torch
+
+    for index in range(torch.accelerator.device_count()):
+        try:
+            torch.accelerator.synchronize(index)
+        except Exception as error:  # a queued operator's error, raised at this synchronization
+            print(f"{NAME}:{index}: queued work failed at exit: {error}", file=sys.stderr)
 
 
 def autoload() -> None:

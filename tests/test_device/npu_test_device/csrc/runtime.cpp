@@ -558,7 +558,10 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
     if (stream.id() == 0) {
       state->complete(record);  // the default stream's work ran at launch
     } else {
-      enqueue(stream.device_index(), stream.id(), [state, record] { state->complete(record); });
+      // complete as the stream counts everything before it done: a stream queried after
+      // the event's synchronize is idle up to it
+      enqueue_marker(stream.device_index(), stream.id(),
+                     [state, record] { state->complete(record); });
     }
   }
 

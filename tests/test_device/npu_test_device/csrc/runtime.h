@@ -75,6 +75,10 @@ void refuse_during_capture(const std::string& what);
 bool deferred(c10::DeviceIndex device);
 // Queue `work` on `stream` of `device`: its thread runs it after the work queued before.
 void enqueue(c10::DeviceIndex device, c10::StreamId stream, std::function<void()> work);
+// Queue a marker on `stream`: when its thread reaches it, `reached` runs in the same step
+// that counts the marker done, so whoever sees one (an event complete) sees the other (the
+// stream idle up to it). `reached` must not wait nor launch.
+void enqueue_marker(c10::DeviceIndex device, c10::StreamId stream, std::function<void()> reached);
 // Launch `work` from this thread on `device` as a GPU launch goes: recorded (as `name`) into
 // the graph this thread captures there, queued on its current stream, or (the default
 // stream) run now.

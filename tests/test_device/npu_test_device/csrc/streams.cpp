@@ -12,6 +12,7 @@
 // thread, and does not wait for the others (torch's streams are non-blocking): a missing
 // `wait_stream`, event or synchronize shows up as a wrong result, as on hardware. An error
 // in queued work is raised at the next synchronization, as a GPU's asynchronous errors are.
+// A process that ends with work queued waits for it (the package's exit handler).
 
 #include "runtime.h"
 
@@ -54,9 +55,10 @@ class StreamQueue {
     std::thread([this, device] { run(device); }).detach();  // lives with the process
   }
 
-  void push(std::function<void()> work) {
+  // `reached` (a marker's) runs under the queue's lock as `work` counts done.
+  void push(std::function<void()> work, std::function<void()> reached = nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(work));
+    queue_.push_back({std::move(work), std::move(reached)});
     ++launched_;
     ready_.notify_one();
   }
@@ -89,33 +91,43 @@ class StreamQueue {
   void run(c10::DeviceIndex device) {
     set_device(device);  // the work's allocations and guards see the stream's device
     for (;;) {
-      std::function<void()> work;
+      Item item;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         ready_.wait(lock, [&] { return !queue_.empty(); });
-        work = std::move(queue_.front());
+        item = std::move(queue_.front());
         queue_.pop_front();
       }
       std::exception_ptr failed;
       try {
-        work();
+        if (item.work) {
+          item.work();
+        }
       } catch (...) {
         failed = std::current_exception();
       }
-      work = nullptr;  // the tensors it held go before the stream counts it done
+      item.work = nullptr;  // the tensors it held go before the stream counts it done
       std::lock_guard<std::mutex> lock(mutex_);
       if (failed && !error_) {
         error_ = failed;
       }
       ++finished_;
+      if (item.reached) {
+        item.reached();
+      }
       done_.notify_all();
     }
   }
 
+  struct Item {
+    std::function<void()> work;
+    std::function<void()> reached;
+  };
+
   std::mutex mutex_;
   std::condition_variable ready_;
   std::condition_variable done_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Item> queue_;
   uint64_t launched_ = 0;
   uint64_t finished_ = 0;
   std::exception_ptr error_;
@@ -150,6 +162,11 @@ bool deferred(c10::DeviceIndex device) {
 void enqueue(c10::DeviceIndex device, c10::StreamId stream, std::function<void()> work) {
   count_call("runtime::Stream::enqueue");
   queue_of(device, stream).push(std::move(work));
+}
+
+void enqueue_marker(c10::DeviceIndex device, c10::StreamId stream, std::function<void()> reached) {
+  count_call("runtime::Stream::enqueue");
+  queue_of(device, stream).push(nullptr, std::move(reached));
 }
 
 void launch(c10::DeviceIndex device, const std::string& name, std::function<void()> work) {
