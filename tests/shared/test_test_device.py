@@ -380,9 +380,9 @@ print("launched", flush=True)
 
 
 def test_a_process_that_ends_with_work_queued_waits_for_it_and_exits_cleanly() -> None:
-    """The queued work runs before the interpreter finalizes, as a GPU's context waits for
-    its kernels at exit. Before, a stream's thread took the GIL while the interpreter
-    finalized and aborted the process ("terminate called without an active exception",
+    """The queued work runs before the interpreter finalizes, as an accelerator's context
+    waits for its kernels at exit. Before, a stream's thread took the GIL while the
+    interpreter finalized and aborted the process ("terminate called without an active exception",
     exit -6) in 4 of 6 runs: four runs here all failing to abort was 1 % likely."""
     env = {**os.environ, "NPU_TEST_DEVICE": "1", "NPU_TEST_DEVICE_NAME": "npu"}
     command = [sys.executable, "-c", EXIT_WHILE_BUSY]
