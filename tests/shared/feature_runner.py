@@ -31,7 +31,11 @@
   platform's default graph mode: each request alone (the base model, then each adapter),
   the base model and both adapters in one batch, the adapters swapped over the prompts;
   and the punica wrapper vLLM chose, the LoRA layers that wrap the model, the graph mode
-  and how many of the template's graphs replayed.
+  and how many of the template's graphs replayed;
+- ``multimodal``: the embedded vision-language model ``tiny-blip2`` (BLIP-2, dummy weights
+  from one seed): greedy tokens of one prompt with each of two images and without one,
+  and the vision encoder's attention (vLLM's ``MMEncoderAttention``: its class and the
+  backend the platform's ``get_vit_attn_backend`` gave it).
 
 Prints one JSON line: the platform and its device type, the engine's answers per feature
 (token ids, texts, vectors rounded to 1e-5, counts), or the error that refused the
@@ -90,6 +94,7 @@ ENGINE_ARGS: dict[str, dict[str, Any]] = {
     # of at most 8: graphs of 1, 2, 4 and 8 tokens, not vLLM's 70 sizes)
     "lora": {"enable_lora": True, "max_loras": 2, "max_lora_rank": LORA_RANK,
              "enforce_eager": False, "enable_prefix_caching": False, "max_num_seqs": 8},
+    "multimodal": {"limit_mm_per_prompt": {"image": 1}},
 }  # fmt: skip
 # vLLM 0.32's SyncMPClient output thread (vllm/v1/engine/core_client.py)
 OUTPUT_THREAD = "EngineCoreOutputQueueThread"
@@ -300,11 +305,42 @@ def _lora_layers(worker: Any) -> dict[str, Any]:
     }
 
 
+def images() -> list[Any]:
+    """Two images, the same in every process: seeded noise (80 x 64) and a flat colour
+    (40 x 40); the processor resizes both to the encoder's 56 x 56."""
+    import numpy as np
+    from PIL import Image
+
+    noise = np.random.default_rng(0).integers(0, 256, (64, 80, 3), dtype=np.uint8)
+    return [Image.fromarray(noise), Image.fromarray(np.full((40, 40, 3), (200, 30, 90), np.uint8))]
+
+
+def multimodal_features(llm: Any) -> dict[str, Any]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=16)
+    requests = [{"prompt": PROMPT, "multi_modal_data": {"image": image}} for image in images()]
+    outputs = llm.generate([*requests, PROMPT], params, use_tqdm=False)
+    return {"image_tokens": _ids(outputs),
+            "image_prompt_ids": [list(o.prompt_token_ids) for o in outputs],
+            **llm.collective_rpc(_encoder_attention)[0]}  # fmt: skip
+
+
+def _encoder_attention(worker: Any) -> dict[str, Any]:
+    """The vision encoder's attention modules: their classes and backends."""
+    from vllm.model_executor.layers.attention.mm_encoder_attention import MMEncoderAttention
+
+    found = [m for m in worker.model_runner.get_model().modules()
+             if isinstance(m, MMEncoderAttention)]  # fmt: skip
+    return {"encoder_attention": sorted({f"{type(m).__qualname__}: {m.attn_backend.name}"
+                                         for m in found})}  # fmt: skip
+
+
 FEATURES = {"generate": generate_features, "ngram": speculation_features,
             "draft": speculation_features,
             "pooling": pooling_features, "sleep": sleep_features,
             "offload": offload_features, "classify": classify_features,
-            "lora": lora_features}  # fmt: skip
+            "lora": lora_features, "multimodal": multimodal_features}  # fmt: skip
 
 
 def main(device: str, engine: str, late_output_thread: bool) -> None:
@@ -312,11 +348,17 @@ def main(device: str, engine: str, late_output_thread: bool) -> None:
     if late_output_thread:
         _output_thread_wakes_late()
     from vllm_platform_template_tools.cli.environment import logs_to_stderr, select_device
-    from vllm_platform_template_tools.embedded_model import ensure_model
+    from vllm_platform_template_tools.embedded_model import default_cache_dir, ensure_model
+    from vllm_platform_template_tools.embedded_model.vision_language import (
+        ensure_vision_language_model,
+    )
 
     select_device(None if device == "stock" else device)
     logs_to_stderr()
-    model_dir = ensure_model("tiny")
+    if engine == "multimodal":
+        model_dir = ensure_vision_language_model(default_cache_dir())
+    else:
+        model_dir = ensure_model("tiny")
     from vllm import LLM
     from vllm.platforms import current_platform
 
@@ -341,6 +383,6 @@ def main(device: str, engine: str, late_output_thread: bool) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[2] == "lora":  # collective_rpc(_lora_layers) sends a function
+    if sys.argv[2] in ("lora", "multimodal"):  # collective_rpc sends a function
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
     main(sys.argv[1], sys.argv[2], "--late-output-thread" in sys.argv[3:])

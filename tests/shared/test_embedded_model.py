@@ -212,6 +212,34 @@ def test_tiny_draft_is_tinys_first_layer(tmp_path) -> None:
     assert sum(p.numel() for p in model.parameters()) == PRESETS["tiny-draft"].num_parameters()
 
 
+def test_tiny_blip2_is_seeded_and_loads_in_transformers(tmp_path) -> None:
+    """The vision-language model: the same bytes from every write (one seed, drawn in name
+    order), every weight of transformers' BLIP-2 present and used, tiny's tokenizer with
+    an ``<image>`` token, and a processor that puts one per Q-Former query before the
+    prompt."""
+    from PIL import Image
+    from transformers import Blip2ForConditionalGeneration, Blip2Processor
+
+    from vllm_platform_template_tools.embedded_model import vision_language as vl
+
+    first = vl.write_vision_language_model(tmp_path / "a")
+    second = vl.write_vision_language_model(tmp_path / "b")
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    state = load_file(str(first / "model.safetensors"))
+    model = Blip2ForConditionalGeneration.from_pretrained(first, dtype=torch.float32)
+    assert state.keys() == model.state_dict().keys()
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    processor = Blip2Processor.from_pretrained(first)
+    image_id = processor.tokenizer.convert_tokens_to_ids(vl.IMAGE_TOKEN)
+    assert image_id == model.config.image_token_index == len(processor.tokenizer) - 1
+    ids = processor(images=Image.new("RGB", (30, 20)), text="Elizabeth", return_tensors="pt")
+    prompt = ids["input_ids"][0].tolist()
+    assert prompt[: vl.NUM_QUERY_TOKENS] == [image_id] * vl.NUM_QUERY_TOKENS
+    assert image_id not in prompt[vl.NUM_QUERY_TOKENS :]
+    assert list(ids["pixel_values"].shape[2:]) == [vl.IMAGE_SIZE, vl.IMAGE_SIZE]
+
+
 def test_the_cli_offers_every_preset() -> None:
     """``tiny-model`` and ``demo`` list the sizes without importing the presets (their
     --help needs only the standard library): the lists must not drift."""

@@ -9,7 +9,8 @@ caching, chunked prefill, prompt logprobs, ``n=2`` seeded sampling and stop stri
 one engine; n-gram and draft-model speculative decoding; embeddings
 (``runner="pooling"``); sleep mode; KV-cache offload to host memory; classification and
 scoring (the LM head's ``No``/``Yes`` rows as a classifier); LoRA (two adapters, mixed in
-one batch and swapped, in the platform's default graph mode).
+one batch and swapped, in the platform's default graph mode); image input (the embedded
+BLIP-2, ``tiny-blip2``).
 
 Stock vLLM runs on its own platform for this machine. Where that is the device's own
 (the CPU backend against vLLM's CPU platform) the template's answer must equal stock's
@@ -42,7 +43,7 @@ from typing import Any
 
 import pytest
 from engine_exit import stock_exit_abort
-from feature_runner import CHUNK_BUDGET, EXIT_LINE, OUTPUT_THREAD
+from feature_runner import CHUNK_BUDGET, EXIT_LINE, OUTPUT_THREAD, PROMPT, images
 
 from vllm_platform_template.device_registry import DEVICE_PACKAGES, PLATFORM_QUALNAMES
 from vllm_platform_template.platform_hooks.entry_point import (
@@ -54,7 +55,8 @@ from vllm_platform_template.platform_hooks.entry_point import (
 pytestmark = pytest.mark.e2e
 
 RUNNER = Path(__file__).with_name("feature_runner.py")
-ENGINES = ("generate", "ngram", "draft", "pooling", "sleep", "offload", "classify", "lora")
+ENGINES = ("generate", "ngram", "draft", "pooling", "sleep", "offload", "classify", "lora",
+           "multimodal")  # fmt: skip
 TIMEOUT_S = 900
 STOCK = "stock"
 # The template devices this machine has (the entry point's own judgement of each folder).
@@ -363,6 +365,44 @@ def test_classification_and_scoring(reports, hf_model) -> None:
                 probs,
                 expected,
             )
+
+
+@pytest.fixture(scope="module")
+def hf_image_greedy() -> list[list[int]]:
+    """transformers' 16 greedy tokens of the runner's prompt with each of its two images
+    (``tiny-blip2``, fp32, CPU; the checkpoint's own processor)."""
+    import torch
+    from transformers import Blip2ForConditionalGeneration, Blip2Processor
+
+    from vllm_platform_template_tools.embedded_model import default_cache_dir
+    from vllm_platform_template_tools.embedded_model.vision_language import (
+        ensure_vision_language_model,
+    )
+
+    model_dir = ensure_vision_language_model(default_cache_dir())
+    model = Blip2ForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
+    processor = Blip2Processor.from_pretrained(model_dir)
+    tokens = []
+    for image in images():
+        inputs = processor(images=image, text=PROMPT, return_tensors="pt")
+        out = model.generate(**inputs, max_new_tokens=16, do_sample=False)
+        tokens.append(out[0, inputs["input_ids"].shape[1] :].tolist())
+    return tokens
+
+
+@pytest.mark.feature("image input (multimodal)")
+@_unless_refused
+def test_image_requests_equal_stock_and_transformers(reports, hf_image_greedy) -> None:
+    """Each image's prompt (the Q-Former's tokens, then the text) is answered as stock and
+    transformers answer it; the image is read: two images, two answers, neither the
+    answer without one. The vision encoder ran through vLLM's ``MMEncoderAttention``."""
+    ours, stock, _ = reports("multimodal")
+    assert ours["image_prompt_ids"] == stock["image_prompt_ids"]
+    assert ours["image_tokens"] == stock["image_tokens"]
+    first, second, without = ours["image_tokens"]
+    assert [first, second] == hf_image_greedy
+    assert first != second and without not in (first, second)
+    assert ours["encoder_attention"] and ours["encoder_attention"] == stock["encoder_attention"]
 
 
 @pytest.mark.feature("sleep mode")
