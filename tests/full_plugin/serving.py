@@ -102,29 +102,61 @@ def launch_server(
         *extra_args,
     ]  # fmt: skip
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        # a session of its own: its engine processes stay findable after it exits
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
     return Server(proc, f"http://127.0.0.1:{port}", log)
 
 
-def stop_server(server: Server, timeout_s: float = 60) -> None:
-    """Stop ``server`` as a user would (SIGTERM), then SIGKILL whatever of it is left after
-    ``timeout_s``, its engine processes included: a ``vllm serve`` killed outright leaves
-    its EngineCore and worker running as orphans (vllm-project/vllm#55510)."""
-    if server.proc.poll() is not None:
-        return
-    children: list[psutil.Process] = []
-    with contextlib.suppress(psutil.Error):
-        children = psutil.Process(server.proc.pid).children(recursive=True)
-    server.proc.terminate()
-    try:
-        server.proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        server.proc.wait()
-    _, alive = psutil.wait_procs(children, timeout=10)
-    for child in alive:
+def session_members(leader: int) -> list[psutil.Process]:
+    """The processes of the session ``leader`` started, orphans among them: a child whose
+    parent died keeps its session."""
+    members = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.pid != leader and os.getsid(proc.pid) == leader:
+                members.append(proc)
+    return members
+
+
+def stop_server(server: Server, timeout_s: float = 60, grace_s: float = 10) -> list[str]:
+    """Stop ``server`` as a user would (SIGTERM; SIGKILL after ``timeout_s``), then kill
+    every process of its session still running ``grace_s`` after it ended - also where it
+    had ended before: a ``vllm serve`` killed outright, or one that died, leaves its
+    EngineCore and worker running as orphans (vllm-project/vllm#55510). Returns the
+    processes it had to kill (``name:pid``)."""
+    if server.proc.poll() is None:
+        server.proc.terminate()
+        try:
+            server.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+            server.proc.wait()
+    _, alive = psutil.wait_procs(session_members(server.proc.pid), timeout=grace_s)
+    killed = []
+    for proc in alive:
         with contextlib.suppress(psutil.Error):
-            child.kill()
+            killed.append(f"{proc.name()}:{proc.pid}")
+            proc.kill()
+    return killed
+
+
+IDLE_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting",
+               "vllm:kv_cache_usage_perc")  # fmt: skip
+
+
+def gauges(metrics_text: str, wanted: tuple[str, ...] = IDLE_GAUGES) -> dict[str, float]:
+    """Each of ``wanted`` in a Prometheus ``/metrics`` page, summed over its labels; a
+    gauge the page lacks (renamed by a vLLM release) is an error, never a zero."""
+    out: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        name = line.split("{")[0].split(" ")[0]
+        if name in wanted:
+            out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    missing = [name for name in wanted if name not in out]
+    if missing:
+        raise AssertionError(f"/metrics has no {', '.join(missing)}: renamed in this vLLM?")
+    return out
 
 
 def wait_healthy(server: Server, timeout_s: float = 600) -> Server:

@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from serving import Server, start_server, stop_server
+from serving import Server, gauges, start_server, stop_server
 
 pytestmark = pytest.mark.e2e
 
@@ -135,13 +135,7 @@ class Load:
 
 def _metrics(url: str) -> dict[str, float]:
     """vLLM's gauges of running/waiting requests and KV-cache usage (summed over labels)."""
-    wanted = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
-    out = dict.fromkeys(wanted, 0.0)
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        name = line.split("{")[0].split(" ")[0]
-        if name in wanted:
-            out[name] += float(line.rsplit(" ", 1)[1])
-    return out
+    return gauges(httpx.get(f"{url}/metrics", timeout=10).text)
 
 
 def per_minute(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -191,8 +185,9 @@ def soak(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
         after = _metrics(server.url)
         healthy = httpx.get(f"{server.url}/health", timeout=10).status_code
     finally:
-        stop_server(server)
+        left_running = stop_server(server)
     result = {"clients": CLIENTS, "minutes": MINUTES, "records": load.records,
+              "left_running": left_running,
               "rss": load.rss, "metrics_after": after, "health_after": healthy,
               "per_minute": per_minute(load.records),
               "rss_growth": rss_growth(load.rss, MINUTES * 60)}  # fmt: skip
@@ -273,6 +268,7 @@ def test_memory_is_flat_after_the_warm_up(soak) -> None:
 
 
 def test_nothing_is_left_running_or_allocated(soak) -> None:
+    assert soak["left_running"] == [], "processes of the server's still running after it ended"
     after = soak["metrics_after"]
     assert after["vllm:num_requests_running"] == 0, after
     assert after["vllm:num_requests_waiting"] == 0, after
