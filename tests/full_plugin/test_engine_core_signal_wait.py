@@ -6,11 +6,13 @@ what would wake it (vLLM's ``run_engine_core``: the handler marks the shutdown a
 callback thread puts a WAKEUP request into the queue). The signal is taken by another
 thread (``signal.pthread_kill``): the C-level handler runs there, the Python handler
 waits for the main thread to run bytecode, and the main thread never wakes. With the
-patch's ``sliced_get`` it wakes within one slice and the handler runs.
+patch's ``sliced_get`` it wakes within one slice and the handler runs. Then the patch on
+vLLM's own classes: their real busy loop, run idle, waits through the sliced get.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -123,6 +125,54 @@ def test_the_patch_slices_the_queue_of_the_engine_being_built() -> None:
     assert get.func is shutdown.sliced_get  # type: ignore[attr-defined]
     assert type(engine.input_queue) is queue.Queue
     assert queue.Queue().get.__func__ is queue.Queue.get  # other queues untouched
+
+
+# vLLM's own EngineCoreProc, patched as the plugin patches it, its real busy loop and input
+# loop run idle on an instance built without an engine: a request arrives after 0.3 s
+REAL_LOOP = textwrap.dedent(
+    """
+    import json, queue, threading
+    import vllm.v1.engine.core as core
+    from vllm_platform_template import shutdown
+
+    shutdown._sliced_input_queue_waits(core)
+    calls = []
+    plain = shutdown.sliced_get
+    shutdown.sliced_get = lambda *a, **k: calls.append(k) or plain(*a, **k)
+    engine = object.__new__(core.EngineCoreProc)
+    engine.input_queue, engine.aborts_queue = queue.Queue(), queue.Queue()
+    engine.process_input_queue_block = True
+    handled = []
+    engine._handle_shutdown = lambda: not handled
+    engine.has_work = lambda: bool(handled)
+    engine.is_running = lambda: True
+    engine._notify_idle_state_callbacks = lambda: None
+    engine._handle_client_request = lambda *request: handled.append(request)
+    engine._maybe_publish_request_counts = lambda: None
+    engine._process_engine_step = lambda: None
+    threading.Timer(0.3, engine.input_queue.put, [("ADD", "request")]).start()
+    try:
+        core.EngineCoreProc.run_busy_loop(engine)
+    except SystemExit:
+        pass
+    patched = [getattr(vars(c).get("run_busy_loop"), "__template_patched__", False)
+               for c in (core.EngineCoreProc, core.DPEngineCoreProc)]
+    print(json.dumps({"sliced_gets": len(calls), "handled": handled, "patched": patched}))
+    """
+)
+
+
+def test_vllms_own_busy_loop_waits_through_the_sliced_get() -> None:
+    """The patch reaches vLLM's real classes (``EngineCoreProc`` and ``DPEngineCoreProc``
+    define ``run_busy_loop`` themselves), and vLLM's real loop still takes its requests
+    through ``input_queue.get``: with either changed upstream, no sliced wait is counted."""
+    proc = subprocess.run([sys.executable, "-c", REAL_LOOP], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=240)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["patched"] == [True, True]
+    assert found["handled"] == [["ADD", "request"]]
+    assert found["sliced_gets"] >= 1
 
 
 def test_vllms_engine_core_loads_the_plugins_while_it_is_built() -> None:
