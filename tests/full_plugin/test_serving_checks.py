@@ -1,15 +1,19 @@
-"""The serving tests' own checks fail on the faults they guard: a server that died with
-its engine still running, a gauge a vLLM release renamed."""
+"""The serving and shutdown tests' own checks fail on the faults they guard: a server that
+died with its engine still running, a gauge a vLLM release renamed, a /dev/shm entry left
+by a run."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
+import uuid
+from multiprocessing import shared_memory
 
 import psutil
 import pytest
 from serving import Server, gauges, stop_server
+from shutdown_checks import leaked_shm, shm_entries
 
 # A server that dies at once and leaves a child running, as a vllm serve killed outright
 # leaves its EngineCore (vllm-project/vllm#55510)
@@ -47,3 +51,33 @@ def test_a_gauge_missing_from_metrics_is_an_error_not_a_zero() -> None:
     renamed = page.replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
     with pytest.raises(AssertionError, match="no vllm:kv_cache_usage_perc"):
         gauges(renamed)
+
+
+# A segment that another live process maps (an engine's beside the loop)
+MAPS_A_SEGMENT = """
+import sys, time
+from multiprocessing import resource_tracker, shared_memory
+held = shared_memory.SharedMemory(sys.argv[1])
+resource_tracker.unregister(held._name, "shared_memory")  # the test unlinks it
+print("mapped", flush=True)
+time.sleep(60)
+"""
+
+
+def test_an_unused_shm_entry_left_by_a_run_is_a_leak_and_a_mapped_one_is_not() -> None:
+    before = shm_entries()
+    left = shared_memory.SharedMemory(f"tpl-left-{uuid.uuid4().hex[:8]}", create=True, size=64)
+    used = shared_memory.SharedMemory(f"tpl-used-{uuid.uuid4().hex[:8]}", create=True, size=64)
+    holder = subprocess.Popen([sys.executable, "-c", MAPS_A_SEGMENT, used.name], text=True,
+                              stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "mapped\n"
+        left.close()  # this process lets go of both: nothing maps "left" any more
+        used.close()
+        found = leaked_shm(before, grace=0.5)
+        assert left.name in found and used.name not in found, found
+    finally:
+        holder.kill()
+        holder.wait()
+        left.unlink()
+        used.unlink()
