@@ -163,7 +163,9 @@ class EngineRuns:
                 "--json",
                 *args,
             ]
+        shm_before = _shm_entries()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        shm_left = sorted(_shm_entries() - shm_before)
         if check and proc.returncode != 0 and not stock_exit_abort(args, proc):
             raise EngineRunError(
                 f"{' '.join(cmd)} exited with {proc.returncode}\n--- stderr (tail) ---\n"
@@ -174,7 +176,12 @@ class EngineRuns:
             raise EngineRunError(f"no output from {cmd}\n{proc.stderr[-6000:]}")
         report = json.loads(lines[-1])
         report["_stderr"] = proc.stderr
+        report["_shm_left"] = shm_left  # /dev/shm entries the run made and left behind
         return report
+
+
+def _shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
 @pytest.fixture(scope="session")

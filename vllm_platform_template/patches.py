@@ -128,7 +128,11 @@ PATCHES: tuple[Patch, ...] = (
             "off and end the process after its exit handlers with os._exit(0) "
             "(process_exit.py), as multiprocessing ends a forked child; only in a "
             "multiprocessing child and only when no exception but SystemExit(0) is on its way "
-            "out (a failing process keeps its traceback and status)"
+            "out (a failing process keeps its traceback and status). os._exit skips C++ static "
+            "destructors, among them the one of vLLM's CPU communicator (csrc/cpu/shm.cpp) "
+            "that unlinks each rank's /dev/shm segment: the patch records the segments a "
+            "process created (_CPUSHMDistributed._init_cpu_shm) and unlinks them first "
+            "(every TP=2 engine left two 4 MiB segments before)"
         ),
         upstream=(
             "vllm-project/vllm#48620 (EngineCore SIGTERM teardown runs full-heap GC passes for "

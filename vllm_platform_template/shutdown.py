@@ -52,10 +52,44 @@ EXITING_PROCESS_CLASSES = (
 )
 
 
+# The shared-memory segments of vLLM's CPU communicator this process created. vLLM 0.32's
+# C++ SHMManager (csrc/cpu/shm.cpp) names each rank's ``<group name>_<rank>`` and unlinks
+# it in a static destructor, which a process ended by os._exit never runs.
+CPU_SHM_MODULE = "vllm.distributed.device_communicators.cpu_communicator"
+SHM_DIR = "/dev/shm"
+created_cpu_shm: list[str] = []
+
+
 def end_spawned_processes_like_forked_ones() -> None:
-    """After vLLM's orderly teardown of a spawned engine or worker process, skip finalization."""
+    """After vLLM's orderly teardown of a spawned engine or worker process, skip finalization
+    (unlinking first the CPU communicator's segments that finalization would have)."""
     for module_name, class_name in EXITING_PROCESS_CLASSES:
         after_import(module_name, functools.partial(_exit_after_shutdown, class_name=class_name))
+    after_import(CPU_SHM_MODULE, _remember_created_cpu_shm)
+
+
+def _remember_created_cpu_shm(module: types.ModuleType) -> None:
+    cls = getattr(module, "_CPUSHMDistributed", None)
+    original = getattr(cls, "_init_cpu_shm", None)
+    if cls is None or original is None or getattr(original, "__template_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def _init_cpu_shm(self: Any) -> Any:
+        handle = original(self)
+        created_cpu_shm.append(f"{self.group_name}_{self.communicator.rank}")
+        return handle
+
+    _init_cpu_shm.__template_patched__ = True  # type: ignore[attr-defined]
+    cls._init_cpu_shm = _init_cpu_shm
+
+
+def unlink_created_cpu_shm() -> None:
+    """Unlink the CPU communicator's segments this process created (the other ranks keep
+    their mappings; nothing opens them by name after the communicator's start)."""
+    while created_cpu_shm:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(SHM_DIR, created_cpu_shm.pop()))
 
 
 def _exit_after_shutdown(module: types.ModuleType, class_name: str) -> None:
@@ -74,6 +108,7 @@ def _exit_after_shutdown(module: types.ModuleType, class_name: str) -> None:
         with no_garbage_collection():
             result = original(self, *args, **kwargs)
         gc.disable()
+        unlink_created_cpu_shm()
         exit_after_the_exit_handlers(0)
         return result
 
