@@ -13,11 +13,9 @@ greedy tokens depend on the image.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -25,6 +23,7 @@ from safetensors.torch import save_file
 
 from . import trained
 from .tokenizer import BOS_TOKEN, EOS_TOKEN, save_tokenizer, special_token_id
+from .writer import STAMP_FILE, staged_directory, written_once
 
 NAME = "tiny-blip2"
 SEED = 20261207
@@ -32,7 +31,6 @@ IMAGE_TOKEN = "<image>"
 IMAGE_SIZE = 56  # 4 x 4 patches of 14 pixels
 NUM_QUERY_TOKENS = 8  # the Q-Former's outputs: the image's tokens in the prompt
 WEIGHT_STD = 0.1
-STAMP_FILE = "template_model.json"
 
 
 def _configs(vocab_size: int, image_token_id: int, bos: int, eos: int) -> dict:
@@ -83,9 +81,7 @@ def write_vision_language_model(out_dir: Path) -> Path:
         BlipImageProcessor,
     )
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with staged_directory(out_dir) as tmp:
         tokenizer_dir = tmp / "tokenizer"
         tokenizer_dir.mkdir()
         base = trained.load_tokenizer("tiny")
@@ -106,24 +102,11 @@ def write_vision_language_model(out_dir: Path) -> Path:
         processor.save_pretrained(tmp)
         shutil.rmtree(tokenizer_dir)
         (tmp / STAMP_FILE).write_text(json.dumps({"preset": NAME, "digest": _digest()}) + "\n")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
 
 
 def ensure_vision_language_model(cache_dir: Path) -> Path:
     """The path of ``tiny-blip2`` under ``cache_dir/models``, written first if missing."""
     target = cache_dir / "models" / f"{NAME}-{_digest()}"
-    stamp = target / STAMP_FILE
-    if stamp.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with (target.parent / f".{target.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel writers: one writes, the others wait
-        if not stamp.is_file():
-            write_vision_language_model(target)
-    return target
+    return written_once(target, (target / STAMP_FILE).is_file,
+                        lambda: write_vision_language_model(target))  # fmt: skip

@@ -11,12 +11,14 @@ weights as W8A8 INT8 in the compressed-tensors layout (``compressed_tensors.py``
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -138,15 +140,7 @@ def write_model(size: str, out_dir: Path, quantized: bool = False) -> Path:
     ``quantized``, its linear weights as W8A8 INT8 (compressed-tensors)."""
     preset = _check_size(size, quantized)
     out_dir = Path(out_dir)
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    except OSError as e:
-        raise OSError(
-            f"cannot write the embedded model under {out_dir.parent}: {e}. "
-            f"Pass --out DIR or set {CACHE_ENV} to a writable directory."
-        ) from e
-    try:
+    with staged_directory(out_dir) as tmp:
         is_trained = trained.is_trained(preset.name)
         if is_trained:
             tokenizer = trained.load_tokenizer(preset.name)
@@ -175,13 +169,43 @@ def write_model(size: str, out_dir: Path, quantized: bool = False) -> Path:
             state = compressed_tensors.quantize_w8a8(state)
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / STAMP_FILE).write_text(json.dumps(_stamp(preset, quantized), indent=2) + "\n")
+    return out_dir
+
+
+@contextlib.contextmanager
+def staged_directory(out_dir: Path) -> Iterator[Path]:
+    """A new directory beside ``out_dir`` to write a model into: when the block ends it
+    replaces ``out_dir`` (no reader sees a half-written model); on an error it is removed."""
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    except OSError as e:
+        raise OSError(
+            f"cannot write the embedded model under {out_dir.parent}: {e}. "
+            f"Pass --out DIR or set {CACHE_ENV} to a writable directory."
+        ) from e
+    try:
+        yield tmp
         if out_dir.exists():
             shutil.rmtree(out_dir)
         tmp.rename(out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out_dir
+
+
+def written_once(target: Path, is_written: Callable[[], bool], write: Callable[[], object]) -> Path:
+    """``target``, written by ``write()`` unless ``is_written()``. Several processes may ask
+    at once (parallel test workers): one writes under a lock, the others wait for it and
+    find the model written."""
+    if is_written():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / f".{target.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not is_written():
+            write()
+    return target
 
 
 def is_complete(model_dir: Path, size: str, quantized: bool = False) -> bool:
@@ -204,13 +228,6 @@ def ensure_model(size: str = "tiny", out_dir: Path | None = None, quantized: boo
     name = f"{size}-{QUANTIZED_NAME}" if quantized else size
     default = default_cache_dir() / "models" / f"{name}-{_stamp(preset, quantized)['digest']}"
     target = Path(out_dir) if out_dir is not None else default
-    if is_complete(target, size, quantized):
-        return target
-    # Several processes may ask at once (parallel test workers): one writes, the others
-    # wait for it and find the model complete.
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with (target.parent / f".{target.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not is_complete(target, size, quantized):
-            write_model(size, target, quantized)
-    return target
+    return written_once(
+        target, lambda: is_complete(target, size, quantized),
+        lambda: write_model(size, target, quantized))  # fmt: skip
